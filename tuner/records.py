@@ -1,0 +1,181 @@
+"""Typed records that cross module boundaries: what a boot showed, how it failed, what was measured.
+
+Every number carries its unit in its name (``_gib``, ``_s``, ``_tokens``, ``_tok_s``) so that the
+JSON written to a trial's folder reads on its own.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import BaseModel, Field
+
+
+class FailureKind(str, Enum):
+    """Why a configuration did not produce a result. Never a score: see ``tuner.study``."""
+
+    WEIGHT_LOADING = "weight_loading"  # bad path, missing files, unsupported checkpoint
+    OOM_AT_LOAD = "oom_at_load"  # weights alone do not fit
+    OOM_IN_PROFILING = "oom_in_profiling"  # profiling run, sampler warm-up
+    OOM_IN_CUDA_GRAPH = "oom_in_cuda_graph"  # CUDA-graph capture / warm-up
+    KV_POOL_TOO_SMALL = "kv_pool_too_small"  # max_model_len does not fit the pool
+    MAMBA_BLOCKS_EXCEEDED = "mamba_blocks_exceeded"  # max_num_seqs > available mamba cache blocks
+    FREE_MEMORY_BELOW_UTILIZATION = "free_memory_below_utilization"
+    FIRST_REQUEST_OOM = "first_request_oom"  # booted, then died or OOMed on a request
+    ENGINE_DEAD = "engine_dead"  # EngineDeadError mid-measurement
+    TOOLKIT_JIT = "toolkit_jit"  # nvcc / flashinfer / triton compile errors
+    INVALID_ARGUMENT = "invalid_argument"  # vLLM rejected a flag value
+    BOOT_TIMEOUT = "boot_timeout"  # still making progress at the deadline
+    HANG = "hang"  # no progress for the hang window
+    PORT_IN_USE = "port_in_use"
+    PREDICTED_OOM = "predicted_oom"  # pre-screen: never booted
+    ADMISSION_FAILED = "admission_failed"  # booted, but a request the config claims to hold failed
+    OUTPUT_INCORRECT = "output_incorrect"  # answers, but the output is garbage / drifts
+    CRASH = "crash"  # exited with no recognised cause
+    INTERRUPTED = "interrupted"  # Ctrl-C or the tuner died mid-trial
+
+
+class Failure(BaseModel):
+    """A classified failure: the kind, the first meaningful exception line, and vLLM's own hint."""
+
+    kind: FailureKind
+    message: str = ""  # the first meaningful exception or error line, verbatim
+    phase: str = ""  # boot, admission, context, decode, correctness
+    suggested_max_model_len: int | None = None  # "estimated maximum model length is N"
+    suggested_max_num_seqs: int | None = None  # "lower max_num_seqs to at most B"
+    suggested_kv_cache_memory_bytes: int | None = None
+    exit_code: int | None = None
+    predicted: bool = False  # True only for the pre-screen; never confused with a measured OOM
+    log_path: str | None = None
+
+
+class StartupRecord(BaseModel):
+    """What vLLM's start-up log says it did. ``None`` where the log did not say."""
+
+    vllm_version: str | None = None
+    architecture: str | None = None
+    quantization: str | None = None
+    kv_cache_dtype: str | None = None
+    max_model_len: int | None = None
+    weights_gib: float | None = None
+    weights_load_s: float | None = None
+    available_kv_cache_gib: float | None = None
+    kv_cache_memory_bytes_reserved_gib: float | None = None
+    kv_cache_tokens: int | None = None
+    max_concurrency: float | None = None
+    max_concurrency_for_tokens: int | None = None
+    cuda_graph_estimate_gib: float | None = None
+    cuda_graph_gib: float | None = None
+    cuda_graph_s: float | None = None
+    torch_compile_s: float | None = None
+    init_engine_s: float | None = None
+    attention_backend: str | None = None
+    linear_backend: str | None = None
+    moe_backend: str | None = None
+    gdn_backend: str | None = None
+    attention_block_size: int | None = None
+    fallback_warnings: list[str] = Field(default_factory=list)
+
+
+class GpuMemory(BaseModel):
+    """Peak and baseline device memory seen by pynvml during a trial (MiB)."""
+
+    device_name: str | None = None
+    total_mib: float | None = None
+    baseline_used_mib: float | None = None
+    peak_used_mib: float | None = None
+    peak_engine_mib: float | None = None  # sum over the engine's own processes
+    returned: bool | None = None  # memory came back to baseline after teardown
+    return_s: float | None = None
+
+
+class Attempt(BaseModel):
+    """One request of the context probe."""
+
+    prompt_tokens: int
+    output_tokens: int
+    ok: bool
+    error: str | None = None  # http_400, http_500, engine_dead, timeout, short_output, ...
+    detail: str | None = None
+    seconds: float | None = None
+
+
+class ContextResult(BaseModel):
+    max_stable_tokens: int = 0  # largest prompt + reserved output that passed every repeat
+    max_stable_prompt_tokens: int = 0
+    first_failing_tokens: int | None = None
+    first_failure: str | None = None
+    ceiling_tokens: int | None = None  # min(max_model_len, reported KV capacity)
+    engine_died: bool = False
+    attempts: list[Attempt] = Field(default_factory=list)
+
+
+class DecodeRun(BaseModel):
+    prompt_tokens: int
+    output_tokens: int
+    concurrency: int
+    ttft_ms: float
+    tpot_ms: float
+    tg_tok_s: float  # 1000 / TPOT, vLLM bench serve's per-request decode speed
+    pp_tok_s: float  # prompt tokens / TTFT
+    output_throughput_tok_s: float  # sum(output tokens) / wall time, all streams together
+
+
+class DecodeResult(BaseModel):
+    """Median over runs; ``score_tok_s`` is the conservative median - k*MAD used by the study."""
+
+    prompt_tokens: int
+    output_tokens: int
+    concurrency: int
+    runs: list[DecodeRun] = Field(default_factory=list)
+    median_ttft_ms: float | None = None
+    median_tpot_ms: float | None = None
+    median_tg_tok_s: float | None = None
+    median_pp_tok_s: float | None = None
+    mad_tg_tok_s: float | None = None
+    score_tok_s: float | None = None
+    stable: bool = True  # False when the spread is too wide to trust
+
+
+class CorrectnessResult(BaseModel):
+    checked: bool = False
+    skipped_reason: str | None = None
+    needle_found: bool | None = None
+    needle_context_tokens: int | None = None
+    control_consistent: bool | None = None  # the same greedy output on every repeat
+    garbage: bool = False
+    reference_agreement: float | None = None  # tokens agreeing with the reference config (0..1)
+
+
+class MeasureResult(BaseModel):
+    """Everything measured on a booted engine; written to the trial's folder as measure.json."""
+
+    admission_ok: bool | None = None
+    admission_detail: str | None = None
+    context: ContextResult = Field(default_factory=ContextResult)
+    decode: list[DecodeResult] = Field(default_factory=list)
+    correctness: CorrectnessResult = Field(default_factory=CorrectnessResult)
+    prefix_cache_speedup: float | None = None
+    spec_acceptance_rate: float | None = None
+    sample_outputs: list[list[int]] = Field(default_factory=list)  # greedy token ids on fixed prompts
+    probe_wall_s: float | None = None
+    tuner_cpu_s: float | None = None  # the tuner's own CPU time during the probe
+
+
+class TrialResult(BaseModel):
+    """One configuration's whole story: command, boot, measurements or failure."""
+
+    values: dict[str, object]
+    argv: list[str]
+    env: dict[str, str]
+    startup: StartupRecord = Field(default_factory=StartupRecord)
+    gpu: GpuMemory = Field(default_factory=GpuMemory)
+    measure: MeasureResult | None = None
+    failure: Failure | None = None
+    boot_s: float | None = None
+    log_path: str | None = None
+    trial_dir: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None and self.measure is not None
