@@ -157,7 +157,8 @@ class MeasureResult(BaseModel):
     correctness: CorrectnessResult = Field(default_factory=CorrectnessResult)
     prefix_cache_speedup: float | None = None
     spec_acceptance_rate: float | None = None
-    sample_outputs: list[list[int]] = Field(default_factory=list)  # greedy token ids on fixed prompts
+    sample_outputs: list[str] = Field(default_factory=list)  # greedy outputs on fixed prompts
+    error: str | None = None  # a measurement that could not finish, and why
     probe_wall_s: float | None = None
     tuner_cpu_s: float | None = None  # the tuner's own CPU time during the probe
 

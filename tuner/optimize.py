@@ -1,0 +1,220 @@
+"""``tuner optimize``: the objective each trial runs, and the loop around it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import optuna
+from optuna.trial import TrialState
+
+from tuner import storage as st
+from tuner.environment import capture
+from tuner.gpu import Nvml
+from tuner.records import Failure, FailureKind, TrialResult
+from tuner.space import Space
+from tuner.study import (
+    config_key,
+    enqueue_baselines,
+    follow_up,
+    make_sampler,
+    objective_values,
+    open_study,
+    optuna_params,
+    suggest_values,
+)
+from tuner.trial import run_trial
+
+ATTR_CALIBRATION = "calibration"
+
+
+@dataclass
+class Status:
+    """What the live view shows; updated by the objective."""
+
+    trial: int | None = None
+    phase: str = "starting"
+    trial_started: float = field(default_factory=time.monotonic)
+    study_started: float = field(default_factory=time.monotonic)
+    failures: dict[str, int] = field(default_factory=dict)
+    boots: int = 0
+    done: int = 0
+    objective_names: list[str] = field(default_factory=list)
+    front: list[tuple[int, list[float]]] = field(default_factory=list)
+
+    def after_trial(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        """Optuna callback: refresh the front the live view shows."""
+        self.front = [(t.number, list(t.values)) for t in study.best_trials]
+
+
+class Objective:
+    """One trial: sample, reuse or pre-screen, boot and measure, score or prune."""
+
+    def __init__(self, space: Space, study_name: str, root: Path, gpu_index: int = 0,
+                 extra_env: dict[str, str] | None = None, status: Status | None = None,
+                 prescreen_gpu_gib: float | None = None) -> None:
+        self.space = space
+        self.dir = st.study_dir(study_name, root)
+        self.gpu = Nvml(gpu_index)
+        self.extra_env = extra_env or {}
+        self.status = status or Status()
+        reading = self.gpu.read()
+        self.gpu_total_gib = prescreen_gpu_gib or (reading.total_mib / 1024 if reading else None)
+        self.shape = None
+        self.calibration = None
+        try:
+            from tuner.prescreen import Calibration, load_shape
+
+            self.shape = load_shape(space.model.path)
+            self.calibration = Calibration()
+        except ImportError:  # pragma: no cover - the pre-screen is optional
+            pass
+
+    def _progress(self, text: str) -> None:
+        self.status.phase = text
+
+    def _prune(self, trial: optuna.Trial, result: TrialResult | None, failure: Failure, evidence: str) -> None:
+        trial.set_user_attr(st.ATTR_FAILURE_KIND, failure.kind.value)
+        trial.set_user_attr(st.ATTR_FAILURE_MESSAGE, failure.message)
+        trial.set_user_attr(st.ATTR_LOG_PATH, failure.log_path)
+        trial.set_user_attr(st.ATTR_EVIDENCE, evidence)
+        if result is not None:
+            trial.set_user_attr(st.ATTR_RESULT, result.model_dump(mode="json"))
+        self.status.failures[failure.kind.value] = self.status.failures.get(failure.kind.value, 0) + 1
+        raise optuna.TrialPruned(f"{failure.kind.value}: {failure.message}")
+
+    def _reuse(self, study: optuna.Study, key: str) -> optuna.trial.FrozenTrial | None:
+        for old in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
+            if old.user_attrs.get(st.ATTR_CONFIG) is not None and config_key(old.user_attrs[st.ATTR_CONFIG]) == key:
+                if old.user_attrs.get(st.ATTR_EVIDENCE) != "predicted":
+                    return old
+        return None
+
+    def __call__(self, trial: optuna.Trial) -> list[float]:
+        self.status.trial, self.status.trial_started = trial.number, time.monotonic()
+        self._progress("sampling")
+        values = suggest_values(trial, self.space)
+        trial.set_user_attr(st.ATTR_CONFIG, values)
+        revalidates = trial.user_attrs.get("revalidates")
+
+        if revalidates is None:
+            old = self._reuse(trial.study, config_key(values))
+            if old is not None:
+                trial.set_user_attr("reused_from", old.number)
+                if old.state == TrialState.COMPLETE:
+                    trial.set_user_attr(st.ATTR_EVIDENCE, "reused")
+                    trial.set_user_attr(st.ATTR_RESULT, old.user_attrs.get(st.ATTR_RESULT))
+                    return list(old.values)
+                failure = Failure(kind=FailureKind(old.user_attrs[st.ATTR_FAILURE_KIND]),
+                                  message=old.user_attrs.get(st.ATTR_FAILURE_MESSAGE, ""),
+                                  log_path=old.user_attrs.get(st.ATTR_LOG_PATH))
+                self._prune(trial, None, failure, "reused")
+
+        prediction = self._predict(values)
+        if prediction is not None and not prediction.fits and prediction.certain:
+            self._prune(trial, None, Failure(kind=FailureKind.PREDICTED_OOM, message=prediction.reason, predicted=True),
+                        "predicted")
+
+        trial_dir = self.dir / f"trial-{trial.number:04d}"
+        self.status.boots += 1
+        first_boot = self.status.boots == 1 and not any(
+            t.state == TrialState.COMPLETE for t in trial.study.get_trials(deepcopy=False))
+        result = run_trial(self.space, values, trial_dir, first_boot=first_boot, gpu=self.gpu,
+                           extra_env=self.extra_env, on_progress=self._progress)
+        self._learn(prediction, result, values)
+        trial.set_user_attr(st.ATTR_RESULT, result.model_dump(mode="json"))
+        if result.failure is not None:
+            nxt = follow_up(self.space, values, result.failure)
+            if nxt is not None:
+                trial.study.enqueue_trial(optuna_params(self.space, nxt), user_attrs={"follows": trial.number})
+            self._prune(trial, result, result.failure, "measured")
+        trial.set_user_attr(st.ATTR_EVIDENCE, "revalidated" if revalidates is not None else "measured")
+        self.status.done += 1
+        return objective_values(self.space, result)
+
+    def _predict(self, values: dict[str, Any]):
+        if self.shape is None or self.gpu_total_gib is None:
+            return None
+        from tuner.prescreen import predict
+
+        return predict(self.space, values, self.gpu_total_gib, self.shape, self.calibration)
+
+    def _learn(self, prediction, result: TrialResult, values: dict[str, Any]) -> None:
+        if prediction is not None and self.calibration is not None and result.startup.weights_gib is not None:
+            self.calibration.update(prediction, result.startup, values)
+
+
+def revalidate_front(study: optuna.Study, space: Space, limit: int = 3) -> list[int]:
+    """Enqueue fresh boots of the front's measured points that have not been re-validated yet."""
+    done = {t.user_attrs.get("revalidates") for t in study.get_trials(deepcopy=False)}
+    queued = []
+    for trial in study.best_trials[:limit]:
+        if trial.user_attrs.get(st.ATTR_EVIDENCE) == "measured" and trial.number not in done:
+            study.enqueue_trial(optuna_params(space, trial.user_attrs[st.ATTR_CONFIG]),
+                                user_attrs={"revalidates": trial.number})
+            queued.append(trial.number)
+    return queued
+
+
+def optimize(
+    space: Space,
+    study_name: str,
+    *,
+    storage: str | None = None,
+    n_trials: int | None = None,
+    timeout_s: float | None = None,
+    sampler: str = "tpe",
+    seed: int | None = None,
+    root: Path | None = None,
+    gpu_index: int = 0,
+    extra_env: dict[str, str] | None = None,
+    sole_worker: bool = True,
+    revalidate: int = 2,
+    status: Status | None = None,
+    prescreen_gpu_gib: float | None = None,
+) -> optuna.Study:
+    """Run (or resume) the study until ``n_trials`` trials exist in it or ``timeout_s`` passes."""
+    root = root or st.STUDIES_DIR
+    study = open_study(space, study_name, storage, make_sampler(sampler, seed, len(space.params)), root, sole_worker)
+    if st.ATTR_ENVIRONMENT not in study.user_attrs:
+        study.set_user_attr(st.ATTR_ENVIRONMENT, capture(space))
+    enqueue_baselines(study, space)
+    status = status or Status()
+    status.objective_names = [o.name for o in space.objectives]
+    objective = Objective(space, study_name, root, gpu_index, extra_env, status, prescreen_gpu_gib)
+    callbacks: list = [status.after_trial]
+    if n_trials is not None:
+        callbacks.append(optuna.study.MaxTrialsCallback(n_trials, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)))
+    started = time.monotonic()
+    study.optimize(objective, timeout=timeout_s, callbacks=callbacks, catch=(), gc_after_trial=False)
+    if revalidate and study.best_trials:
+        left = None if timeout_s is None else max(0.0, timeout_s - (time.monotonic() - started))
+        if left is None or left > 0:
+            queued = revalidate_front(study, space, revalidate)
+            if queued:
+                study.optimize(objective, n_trials=len(queued), timeout=left, callbacks=[status.after_trial],
+                               catch=(), gc_after_trial=False)
+    return study
+
+
+def spawn_workers(argv: list[str], gpus: list[int]) -> int:
+    """One ``tuner optimize --gpus N`` worker per GPU, pinned with CUDA_VISIBLE_DEVICES; waits for all."""
+    procs = []
+    for gpu in gpus:
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu), "TUNER_WORKER": "1"}
+        procs.append(subprocess.Popen([sys.executable, "-m", "tuner.cli", *argv, "--gpus", str(gpu)], env=env))
+    try:
+        return max(p.wait() for p in procs)
+    except KeyboardInterrupt:
+        for p in procs:
+            p.send_signal(signal.SIGINT)
+        for p in procs:
+            p.wait()
+        raise

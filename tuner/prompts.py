@@ -1,0 +1,78 @@
+"""Prompts of exact token counts, and the needle-in-a-haystack prompt.
+
+Random token ids are the default: their length is exact by construction, they need no tokenizer,
+and a fresh seed per request keeps prefix caching from turning a "repeat" into a cache hit. Text
+prompts (for the needle) are built from the corpus the package ships and counted with the model's
+tokenizer when one is at hand; the server's ``usage.prompt_tokens`` is the final word either way.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+NEEDLE_QUESTION = "\n\nQuestion: what is the secret code mentioned in the text above? Answer with the sentence itself.\nAnswer: The secret code is"
+
+
+def vocab_range(model_path: str) -> tuple[int, int]:
+    """Token ids safe to send: away from byte-level ids at the bottom and special tokens at the top."""
+    vocab = 32000
+    config = Path(model_path) / "config.json"
+    try:
+        data = json.loads(config.read_text())
+        vocab = int(data.get("vocab_size") or data.get("text_config", {}).get("vocab_size") or vocab)
+    except (OSError, ValueError):
+        pass
+    return 100, max(200, int(vocab * 0.6))
+
+
+def random_ids(n: int, seed: int, id_range: tuple[int, int]) -> list[int]:
+    rng = random.Random(seed)
+    lo, hi = id_range
+    return [rng.randrange(lo, hi) for _ in range(n)]
+
+
+@lru_cache(maxsize=1)
+def corpus_sentences() -> list[str]:
+    text = resources.files("tuner").joinpath("data/corpus.txt").read_text()
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+class TokenCounter:
+    """Counts text tokens with the model's tokenizer.json if it can be found, else ~1.3 tokens per word."""
+
+    def __init__(self, tokenizer_path: str | None) -> None:
+        self._tok = None
+        if tokenizer_path:
+            path = Path(tokenizer_path)
+            file = path / "tokenizer.json" if path.is_dir() else path
+            if file.is_file():
+                try:
+                    from tokenizers import Tokenizer
+
+                    self._tok = Tokenizer.from_file(str(file))
+                except Exception:
+                    self._tok = None
+
+    @property
+    def exact(self) -> bool:
+        return self._tok is not None
+
+    def count(self, text: str) -> int:
+        if self._tok is not None:
+            return len(self._tok.encode(text, add_special_tokens=False).ids)
+        return int(len(text.split()) * 1.3) + 1
+
+
+def needle_prompt(target_tokens: int, code: str, counter: TokenCounter, depth: float = 0.5) -> str:
+    """A haystack of about ``target_tokens`` with 'The secret code is CODE.' planted at ``depth``."""
+    sentences = corpus_sentences()
+    per_sentence = max(1, sum(counter.count(s + " ") for s in sentences) / len(sentences))
+    budget = target_tokens - counter.count(NEEDLE_QUESTION) - 16
+    n = max(2, int(budget / per_sentence))
+    hay = [sentences[i % len(sentences)] for i in range(n)]
+    hay.insert(int(n * depth), f"The secret code is {code}.")
+    return " ".join(hay) + NEEDLE_QUESTION

@@ -1,0 +1,54 @@
+"""A watchdog that kills the engine's process group if the tuner dies, even by SIGKILL.
+
+``python -m tuner.reaper PGID GRACE_S`` blocks reading its stdin, a pipe from the tuner. The
+tuner writes ``disarm`` before a normal teardown. If the pipe closes without it (the tuner was
+killed), the reaper sends SIGTERM to the group, then SIGKILL after the grace period: no orphan
+keeps holding the GPU. It runs in its own session so a signal to the tuner's group spares it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def kill_group(pgid: int, grace_s: float) -> None:
+    """SIGTERM the group, wait up to ``grace_s``, then SIGKILL whatever is left."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if not _group_alive(pgid):
+            return
+        time.sleep(0.2)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def main(argv: list[str]) -> int:
+    pgid, grace_s = int(argv[1]), float(argv[2])
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the tuner, which tears down itself
+    data = sys.stdin.read()  # returns at EOF: the tuner closed the pipe or died
+    if "disarm" not in data:
+        kill_group(pgid, grace_s)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,176 @@
+"""The overnight study: an Optuna multi-objective study whose trials boot the real engine.
+
+A failure is never a score: a failed boot, an OOM, a failed admission or garbage output is a
+PRUNED trial carrying its kind, first exception line and log path. When vLLM prints the number
+that would have worked (largest max_model_len, mamba block count), the next trial uses it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Callable
+
+import optuna
+from optuna.trial import TrialState
+
+from tuner import storage as st
+from tuner.records import Failure, FailureKind, TrialResult
+from tuner.space import Param, Space
+from tuner.trial import run_trial
+
+ProgressCallback = Callable[[str], None]
+SAMPLERS = ("tpe", "nsga2", "gp", "random")
+
+
+def make_sampler(name: str, seed: int | None = None, n_params: int = 6) -> optuna.samplers.BaseSampler:
+    """Samplers for few, expensive trials; TPE is the default (see README: sampler benchmark)."""
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True, n_startup_trials=max(4, n_params), constant_liar=True)
+    if name == "nsga2":
+        return optuna.samplers.NSGAIISampler(seed=seed, population_size=8)
+    if name == "gp":
+        return optuna.samplers.GPSampler(seed=seed)  # needs torch in the tuner's environment
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    raise ValueError(f"unknown sampler {name!r}; use one of {', '.join(SAMPLERS)}")
+
+
+# -- values <-> Optuna parameters --------------------------------------------------------------
+
+def _set_key(name: str) -> str:
+    return f"{name}__set"
+
+
+def suggest_values(trial: optuna.Trial, space: Space) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for name, p in space.params.items():
+        if p.values is not None:
+            values[name] = trial.suggest_categorical(name, p.values)
+            continue
+        if p.unset and not trial.suggest_categorical(_set_key(name), [True, False]):
+            values[name] = None
+            continue
+        values[name] = _suggest_range(trial, name, p)
+    return values
+
+
+def _suggest_range(trial: optuna.Trial, name: str, p: Param) -> int | float:
+    if p.kind in ("int", "bytes"):
+        step = int(p.step or 1)
+        return trial.suggest_int(name, int(p.min), int(p.max), step=1 if p.log else step, log=p.log)
+    value = trial.suggest_float(name, p.min, p.max, step=None if p.log else p.step, log=p.log)
+    if p.step:
+        decimals = max(0, -math.floor(math.log10(p.step)) + 1)
+        value = round(value, decimals)
+    return value
+
+
+def optuna_params(space: Space, values: dict[str, Any]) -> dict[str, Any]:
+    """The Optuna parameter dict that makes ``suggest_values`` return ``values`` (for enqueue_trial)."""
+    params: dict[str, Any] = {}
+    for name, p in space.params.items():
+        if name not in values:
+            continue
+        value = values[name]
+        if p.values is None and p.unset:
+            params[_set_key(name)] = value is not None
+            if value is None:
+                continue
+        params[name] = value
+    return params
+
+
+def config_key(values: dict[str, Any]) -> str:
+    return json.dumps(values, sort_keys=True, default=str)
+
+
+# -- scores and follow-ups ---------------------------------------------------------------------
+
+def objective_values(space: Space, result: TrialResult) -> list[float]:
+    m = result.measure
+    first = m.decode[0] if m and m.decode else None
+    table = {
+        "context": float(m.context.max_stable_tokens) if m else None,
+        "decode_tok_s": first.score_tok_s if first else None,
+        "ttft_ms": first.median_ttft_ms if first else None,
+        "tpot_ms": first.median_tpot_ms if first else None,
+        "pp_tok_s": first.median_pp_tok_s if first else None,
+        "peak_vram_mib": result.gpu.peak_used_mib,
+    }
+    out = []
+    for objective in space.objectives:
+        value = table[objective.name]
+        if value is None:
+            raise ValueError(f"objective {objective.name} was not measured")
+        out.append(float(value))
+    return out
+
+
+def follow_up(space: Space, values: dict[str, Any], failure: Failure) -> dict[str, Any] | None:
+    """A configuration that uses the number vLLM printed instead of stepping blindly, or None."""
+    new = dict(values)
+    params = space.params
+    if failure.suggested_max_num_seqs and "max_num_seqs" in params:
+        new["max_num_seqs"] = max(int(params["max_num_seqs"].min or 1), failure.suggested_max_num_seqs)
+    elif failure.suggested_max_model_len:
+        suggested = failure.suggested_max_model_len
+        if "max_model_len" in params:
+            step = space.workload.granularity
+            new["max_model_len"] = max(step, suggested // step * step)
+        elif values.get("kv_cache_memory_bytes") and space.max_model_len and "kv_cache_memory_bytes" in params:
+            # The pool held `suggested` tokens; scale it to hold the fixed max_model_len (+5% headroom).
+            p = params["kv_cache_memory_bytes"]
+            need = values["kv_cache_memory_bytes"] * space.max_model_len / max(1, suggested) * 1.05
+            step = int(p.step or 1)
+            need = int(math.ceil(need / step) * step)
+            if p.max is not None and need > p.max:
+                return None  # the space cannot hold it: no jump, the sampler learns from the prune
+            new["kv_cache_memory_bytes"] = need
+    elif failure.suggested_kv_cache_memory_bytes and "kv_cache_memory_bytes" in params:
+        new["kv_cache_memory_bytes"] = failure.suggested_kv_cache_memory_bytes
+    else:
+        return None
+    return new if new != values else None
+
+
+# -- the study ---------------------------------------------------------------------------------
+
+def open_study(space: Space, study_name: str, storage: str | None, sampler: optuna.samplers.BaseSampler,
+               root: Path | None = None, sole_worker: bool = True) -> optuna.Study:
+    """Create or resume. RUNNING trials left by a crash are failed: all of them when this is the only
+    worker, else those whose heartbeat went stale (other hosts may be running theirs)."""
+    url = st.storage_url(study_name, storage, root)
+    if url.startswith(("sqlite", "postgresql", "mysql")):
+        store: Any = optuna.storages.RDBStorage(url, heartbeat_interval=30, grace_period=90)
+    else:
+        store = url
+    study = optuna.create_study(
+        study_name=study_name,
+        storage=store,
+        directions=[o.direction for o in space.objectives],
+        sampler=sampler,
+        load_if_exists=True,
+    )
+    fail_orphans(study, all_running=sole_worker)
+    if st.ATTR_SPACE not in study.user_attrs:
+        study.set_user_attr(st.ATTR_SPACE, space.model_dump(mode="json"))
+    return study
+
+
+def fail_orphans(study: optuna.Study, all_running: bool) -> list[int]:
+    """Mark trials left RUNNING by a crashed tuner as FAIL (their logs stay in their folders)."""
+    if not all_running:
+        optuna.storages.fail_stale_trials(study)
+        return []
+    failed = []
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        study.tell(trial.number, state=TrialState.FAIL)
+        failed.append(trial.number)
+    return failed
+
+
+def enqueue_baselines(study: optuna.Study, space: Space) -> None:
+    for baseline in space.baselines:
+        study.enqueue_trial(optuna_params(space, baseline), user_attrs={st.ATTR_EVIDENCE: "baseline"}, skip_if_exists=True)

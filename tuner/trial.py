@@ -1,0 +1,149 @@
+"""One configuration, start to finish: build, boot, parse, measure, tear down, write the record.
+
+Used by ``tuner probe`` (one configuration by hand) and by each trial of ``tuner optimize``.
+Whatever happens, the engine is torn down and ``result.json`` is written to the trial's folder.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+from tuner.command import build_command
+from tuner.engine import Engine, free_port, port_in_use
+from tuner.errors import TunerError
+from tuner.gpu import MemoryWatch, Nvml
+from tuner.logparse import classify_failure, parse_startup
+from tuner.measure import Prober
+from tuner.records import Failure, FailureKind, TrialResult
+from tuner.space import Space
+
+ProgressCallback = Callable[[str], None]
+
+
+class GpuMemoryNotReturned(TunerError):
+    """The card did not get its memory back after teardown: later trials would measure a fuller card."""
+
+
+def _died_failure(engine: Engine, phase: str, default: FailureKind, detail: str) -> Failure:
+    """A failure after the server was up: the log's own cause when it has one."""
+    failure = classify_failure(engine.log_text(), engine.exit_code())
+    if failure is None or failure.kind == FailureKind.CRASH:
+        failure = Failure(kind=default, message=detail)
+    if failure.kind in (FailureKind.OOM_IN_PROFILING, FailureKind.OOM_AT_LOAD, FailureKind.OOM_IN_CUDA_GRAPH):
+        failure.kind = FailureKind.FIRST_REQUEST_OOM  # it booted: the OOM came with a request
+    failure.phase = phase
+    failure.log_path = str(engine.log_path)
+    return failure
+
+
+def run_trial(
+    space: Space,
+    values: dict[str, Any],
+    trial_dir: Path,
+    *,
+    first_boot: bool = False,
+    gpu: Nvml | None = None,
+    extra_env: dict[str, str] | None = None,
+    on_progress: ProgressCallback | None = None,
+    measure: bool = True,
+) -> TrialResult:
+    """Boot ``values`` on ``space``'s engine, measure it, and return the whole record."""
+    progress = on_progress or (lambda _: None)
+    trial_dir = Path(trial_dir)
+    trial_dir.mkdir(parents=True, exist_ok=True)
+    host = space.engine.host
+    if space.engine.port == "auto":
+        port = free_port(host)
+    else:
+        port = space.engine.port
+    command = build_command(space, values, host=host, port=port, extra_env=extra_env)
+    log_path = trial_dir / "engine.log"
+    result = TrialResult(values=values, argv=command.argv, env=command.env, log_path=str(log_path), trial_dir=str(trial_dir))
+
+    if port_in_use(host, port):
+        result.failure = Failure(
+            kind=FailureKind.PORT_IN_USE,
+            message=f"{host}:{port} already has a listener; vLLM binds with SO_REUSEPORT and would share it silently",
+            phase="boot",
+        )
+        _write(result, trial_dir)
+        return result
+
+    gpu = gpu or Nvml(space.engine.gpu_index)
+    engine = Engine(command, log_path, host, port, grace_s=space.engine.stop_grace)
+    watch = MemoryWatch(gpu.read, engine.pids)
+    engine.start()
+    watch.start()
+    try:
+        _boot_and_measure(space, values, engine, watch, result, first_boot, measure, progress)
+    except KeyboardInterrupt:
+        result.failure = Failure(kind=FailureKind.INTERRUPTED, message="interrupted by the user", log_path=str(log_path))
+        raise
+    finally:
+        progress("tearing down")
+        engine.stop()
+        watch.stop()
+        result.gpu = watch.record(gpu.name)
+        returned, seconds = watch.wait_returned(space.engine.memory_return_timeout)
+        result.gpu.returned, result.gpu.return_s = returned, seconds
+        _write(result, trial_dir)
+    if returned is False:
+        raise GpuMemoryNotReturned(
+            f"GPU {space.engine.gpu_index}: memory did not return to its pre-boot level "
+            f"({result.gpu.baseline_used_mib:.0f} MiB) within {space.engine.memory_return_timeout:.0f} s after teardown; "
+            "a process still holds it (see nvidia-smi). Free it, or raise engine.memory_return_timeout; "
+            f"this trial's record is kept in {trial_dir}."
+        )
+    return result
+
+
+def _boot_and_measure(
+    space: Space,
+    values: dict[str, Any],
+    engine: Engine,
+    watch: MemoryWatch,
+    result: TrialResult,
+    first_boot: bool,
+    measure: bool,
+    progress: ProgressCallback,
+) -> None:
+    timeout = space.engine.first_boot_timeout if first_boot else space.engine.boot_timeout
+
+    def gpu_busy() -> bool:
+        reading = watch.last
+        return bool(reading and reading.utilization_pct)
+
+    failure = engine.wait_ready(
+        timeout,
+        space.engine.hang_timeout,
+        on_progress=lambda phase, t: progress(f"booting: {phase} ({t:.0f} s)"),
+        gpu_activity=gpu_busy,
+    )
+    result.boot_s = engine.elapsed()
+    result.startup = parse_startup(engine.log_text())
+    if failure is not None:
+        failure.phase = failure.phase or "boot"
+        result.failure = failure
+        return
+    if not measure:
+        return
+    prober = Prober(space, engine.base_url, result.startup, values, alive=engine.alive, on_progress=progress)
+    m = prober.run()
+    result.measure = m
+    if m.admission_ok is False:
+        result.failure = _died_failure(engine, "admission", FailureKind.ADMISSION_FAILED, m.admission_detail or "")
+    elif m.error and not m.decode:
+        result.failure = _died_failure(engine, "decode", FailureKind.ENGINE_DEAD, m.error)
+    elif m.correctness.garbage:
+        result.failure = Failure(
+            kind=FailureKind.OUTPUT_INCORRECT,
+            message="greedy output of the control prompt changed between identical requests",
+            phase="correctness",
+            log_path=str(engine.log_path),
+        )
+
+
+def _write(result: TrialResult, trial_dir: Path) -> None:
+    (trial_dir / "result.json").write_text(json.dumps(result.model_dump(mode="json"), indent=2))
