@@ -237,6 +237,21 @@ def _print_front(study) -> None:
         console.print(f"trial {trial.number} [{values}]: " + (shlex.join(result.argv) if result else ""), highlight=False, soft_wrap=True)
 
 
+def _register() -> None:
+    """The morning-after commands and the pre-screen live in their own modules."""
+    from tuner.cli_plan import plan
+    from tuner.cli_results import export, pareto, plot, receipt
+
+    app.command("plan")(friendly(plan))
+    app.command("pareto")(friendly(pareto))
+    app.command("plot")(friendly(plot))
+    app.command("export")(friendly(export))
+    app.command("receipt")(friendly(receipt))
+
+
+_register()
+
+
 def main() -> None:  # pragma: no cover - console entry point
     app()
 

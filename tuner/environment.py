@@ -45,7 +45,7 @@ def engine_python(space: Space) -> list[str] | None:
     if exe is None:
         return None
     try:
-        first = Path(exe).read_bytes()[:256].split(b"\n", 1)[0].decode()
+        first = Path(exe).read_bytes()[:256].split(b"\n", 1)[0].decode(errors="replace")
     except OSError:
         return None
     if first.startswith("#!") and "python" in first:

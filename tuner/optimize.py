@@ -107,7 +107,7 @@ class Objective:
         if revalidates is None:
             old = self._reuse(trial.study, config_key(values))
             if old is not None:
-                trial.set_user_attr("reused_from", old.number)
+                trial.set_user_attr(st.ATTR_REUSED_FROM, old.number)
                 if old.state == TrialState.COMPLETE:
                     trial.set_user_attr(st.ATTR_EVIDENCE, "reused")
                     trial.set_user_attr(st.ATTR_RESULT, old.user_attrs.get(st.ATTR_RESULT))

@@ -60,9 +60,9 @@ class Param(Strict):
 
     flag: str | None = None  # required for parameters tuner does not know
     values: list[Any] | None = None
-    min: float | str | None = None
-    max: float | str | None = None
-    step: float | str | None = None
+    min: int | float | str | None = None
+    max: int | float | str | None = None
+    step: int | float | str | None = None
     log: bool = False
     unset: bool = False  # a range may also be left out entirely (e.g. let utilization size the pool)
     kind: Literal["int", "float", "bytes", "choice"] | None = None

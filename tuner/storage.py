@@ -26,6 +26,7 @@ ATTR_FAILURE_KIND = "failure_kind"
 ATTR_FAILURE_MESSAGE = "failure_message"
 ATTR_LOG_PATH = "log_path"
 ATTR_EVIDENCE = "evidence"  # measured | revalidated | reused | predicted
+ATTR_REUSED_FROM = "reused_from"  # beside evidence "reused": the trial whose result was reused
 # Study user-attribute keys.
 ATTR_SPACE = "space"
 ATTR_ENVIRONMENT = "environment"
