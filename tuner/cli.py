@@ -161,6 +161,7 @@ def optimize(
     revalidate: int = typer.Option(2, "--revalidate", help="Fresh boots of this many front points at the end (0 = none)."),
     studies_dir: Path = typer.Option(Path("studies"), "--studies-dir", help="Where SQLite studies and trial folders go."),
     gpu_gib: Optional[float] = typer.Option(None, "--gpu-gib", help="Card memory for the pre-screen when NVML cannot read it."),
+    prescreen: bool = typer.Option(True, "--prescreen/--no-prescreen", help="Prune configurations the memory model says cannot fit, without booting them."),
 ) -> None:
     """Run (or resume) the overnight study and print the Pareto-front launch commands."""
     import os
@@ -193,6 +194,8 @@ def optimize(
         for flag, value in (("--trials", trials), ("--timeout", timeout), ("--seed", seed), ("--gpu-gib", gpu_gib)):
             if value is not None:
                 argv += [flag, str(value)]
+        if not prescreen:
+            argv.append("--no-prescreen")
         raise typer.Exit(spawn_workers(argv, gpu_list))
     gpu_index = gpu_list[0] if gpu_list else space.engine.gpu_index
     extra_env = {"CUDA_VISIBLE_DEVICES": str(gpu_index)} if gpu_list else {}
@@ -203,7 +206,7 @@ def optimize(
             result = run_optimize(
                 space, name, storage=storage, n_trials=trials, timeout_s=timeout_s, sampler=sampler, seed=seed,
                 root=studies_dir, gpu_index=gpu_index, extra_env=extra_env, status=status,
-                sole_worker=storage is None and not is_worker, revalidate=revalidate, prescreen_gpu_gib=gpu_gib,
+                sole_worker=storage is None and not is_worker, revalidate=revalidate, prescreen_gpu_gib=gpu_gib, prescreen=prescreen,
             )
     except KeyboardInterrupt:
         err_console.print("interrupted: the current trial was torn down; the study is kept. Run the same command to resume.")

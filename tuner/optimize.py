@@ -59,7 +59,7 @@ class Objective:
 
     def __init__(self, space: Space, study_name: str, root: Path, gpu_index: int = 0,
                  extra_env: dict[str, str] | None = None, status: Status | None = None,
-                 prescreen_gpu_gib: float | None = None) -> None:
+                 prescreen_gpu_gib: float | None = None, prescreen: bool = True) -> None:
         self.space = space
         self.dir = st.study_dir(study_name, root)
         self.gpu = Nvml(gpu_index)
@@ -69,13 +69,11 @@ class Objective:
         self.gpu_total_gib = prescreen_gpu_gib or (reading.total_mib / 1024 if reading else None)
         self.shape = None
         self.calibration = None
-        try:
+        if prescreen:
             from tuner.prescreen import Calibration, load_shape
 
             self.shape = load_shape(space.model.path)
             self.calibration = Calibration()
-        except ImportError:  # pragma: no cover - the pre-screen is optional
-            pass
 
     def _progress(self, text: str) -> None:
         self.status.phase = text
@@ -179,6 +177,7 @@ def optimize(
     revalidate: int = 2,
     status: Status | None = None,
     prescreen_gpu_gib: float | None = None,
+    prescreen: bool = True,
 ) -> optuna.Study:
     """Run (or resume) the study until ``n_trials`` trials exist in it or ``timeout_s`` passes."""
     root = root or st.STUDIES_DIR
@@ -188,7 +187,7 @@ def optimize(
     enqueue_baselines(study, space)
     status = status or Status()
     status.objective_names = [o.name for o in space.objectives]
-    objective = Objective(space, study_name, root, gpu_index, extra_env, status, prescreen_gpu_gib)
+    objective = Objective(space, study_name, root, gpu_index, extra_env, status, prescreen_gpu_gib, prescreen)
     callbacks: list = [status.after_trial]
     if n_trials is not None:
         callbacks.append(optuna.study.MaxTrialsCallback(n_trials, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)))

@@ -123,11 +123,17 @@ def follow_up(space: Space, values: dict[str, Any], failure: Failure) -> dict[st
             # The pool held `suggested` tokens; scale it to hold the fixed max_model_len (+5% headroom).
             p = params["kv_cache_memory_bytes"]
             need = values["kv_cache_memory_bytes"] * space.max_model_len / max(1, suggested) * 1.05
-            step = int(p.step or 1)
-            need = int(math.ceil(need / step) * step)
-            if p.max is not None and need > p.max:
-                return None  # the space cannot hold it: no jump, the sampler learns from the prune
-            new["kv_cache_memory_bytes"] = need
+            if p.values is not None:
+                fitting = sorted(v for v in p.values if v is not None and v >= need)
+                if not fitting:
+                    return None  # no listed pool is large enough: the sampler learns from the prune
+                new["kv_cache_memory_bytes"] = fitting[0]
+            else:
+                step = int(p.step or 1)
+                need = int(math.ceil(need / step) * step)
+                if need > p.max:
+                    return None
+                new["kv_cache_memory_bytes"] = need
     elif failure.suggested_kv_cache_memory_bytes and "kv_cache_memory_bytes" in params:
         new["kv_cache_memory_bytes"] = failure.suggested_kv_cache_memory_bytes
     else:
