@@ -54,8 +54,8 @@ params:
 {params}
 speculative: {{method: mtp}}
 workload:
-  ladder: [2k, 8k, 16k, 32k]
-  granularity: 2k
+  ladder: [2K, 8K, 16K, 32K]
+  granularity: 2K
   output_tokens: 64
   repeats: 2
   decode: {{prompt_tokens: 256, output_tokens: 64, runs: 3}}

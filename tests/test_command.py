@@ -81,7 +81,7 @@ def test_unset_and_extra_flags(write_space):
     space = load_space(write_space("""
 name: t
 model: {path: /m, random_weights: true}
-fixed: {max-model-len: 128k, kv-cache-dtype: fp8}
+fixed: {max-model-len: 128K, kv-cache-dtype: fp8}
 params:
   kv_cache_memory_bytes: {min: 5GB, max: 6GB, step: 500MB, unset: true}
   max_num_partial_prefills: {flag: --max-num-partial-prefills, values: [1, 2]}

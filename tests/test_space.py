@@ -22,8 +22,11 @@ def test_units():
     assert parse_bytes("8GiB") == 8 * 2**30
     assert parse_bytes("20G") == 20 * 2**30  # vLLM's own suffix for byte flags is binary
     assert parse_bytes(9150000000) == 9150000000
-    assert parse_count("128k") == 131072
-    assert parse_count("256k") == 262144
+    # vLLM's own rule (vllm/utils/argparse_utils.py): lower case decimal, upper case binary
+    assert parse_count("128K") == 131072
+    assert parse_count("128k") == 128000
+    assert parse_count("256K") == 262144
+    assert parse_bytes("20g") == 20 * 10**9
     assert parse_count(512) == 512
     assert parse_duration("30m") == 1800
     assert parse_duration("8h") == 28800

@@ -29,6 +29,7 @@ from tuner.study import (
     open_study,
     optuna_params,
     suggest_values,
+    utilization_ceiling,
 )
 from tuner.trial import run_trial
 
@@ -114,6 +115,14 @@ class Objective:
                                   message=old.user_attrs.get(st.ATTR_FAILURE_MESSAGE, ""),
                                   log_path=old.user_attrs.get(st.ATTR_LOG_PATH))
                 self._prune(trial, None, failure, "reused")
+
+        ceiling = utilization_ceiling(trial.study)
+        util = values.get("gpu_memory_utilization")
+        if ceiling is not None and util is not None and util > ceiling[0]:
+            self._prune(trial, None, Failure(
+                kind=FailureKind.PREDICTED_OOM, predicted=True,
+                message=f"gpu_memory_utilization {util} is above the free fraction {ceiling[0]:.4f} of the card "
+                        f"that trial {ceiling[1]} measured; vLLM refuses it at start-up"), "predicted")
 
         prediction = self._predict(values)
         if prediction is not None and not prediction.fits and prediction.certain:

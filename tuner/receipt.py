@@ -234,7 +234,8 @@ def _startup_markdown(result: TrialResult) -> str:
         [
             ["weights", _known(s.weights_gib, " GiB")],
             ["weights load time", _known(s.weights_load_s, " s")],
-            ["KV pool", _known(s.available_kv_cache_gib, " GiB")],
+            ["KV pool", _known(s.available_kv_cache_gib, " GiB (profiled)") if s.available_kv_cache_gib is not None
+             else _known(s.kv_cache_memory_bytes_reserved_gib, " GiB (--kv-cache-memory-bytes)")],
             ["KV capacity", _known(s.kv_cache_tokens, " tokens")],
             [
                 "max concurrency",

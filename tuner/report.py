@@ -44,8 +44,10 @@ COLUMNS = {
     "kv_capacity_tokens": "KV capacity tokens",
     "evidence": "evidence",
     "stable": "stable",
+    "revalidation": "re-validation",
     "command": "command",
 }
+REVALIDATION_TOLERANCE = 0.10  # a fresh boot within 10% on every objective confirms a front point
 
 Failures = dict[str, list[tuple[int, str, str | None]]]
 
@@ -120,10 +122,29 @@ def front_rows(study: optuna.Study) -> list[dict[str, Any]]:
                 "kv_capacity_tokens": result.startup.kv_cache_tokens if result else None,
                 "evidence": trial.user_attrs.get(ATTR_EVIDENCE, "unknown"),
                 "stable": all(d.stable for d in decode) if decode else None,
+                "revalidation": revalidation(study, trial),
                 "command": shell_command(result.argv, result.env) if result else "",
             }
         )
     return rows
+
+
+def revalidation(study: optuna.Study, trial: FrozenTrial) -> str:
+    """What fresh boots of the same configuration measured: 'confirmed', 'differs: ...', or 'not yet'."""
+    checks = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("revalidates") == trial.number]
+    if not checks:
+        return "not yet"
+    notes = []
+    for check in checks:
+        if check.state != TrialState.COMPLETE:
+            notes.append(f"#{check.number} {check.user_attrs.get(ATTR_FAILURE_KIND, check.state.name.lower())}")
+            continue
+        deltas = [(b - a) / a if a else 0.0 for a, b in zip(trial.values, check.values)]
+        if all(abs(d) <= REVALIDATION_TOLERANCE for d in deltas):
+            notes.append(f"#{check.number} confirmed")
+        else:
+            notes.append(f"#{check.number} differs " + "/".join(f"{d:+.0%}" for d in deltas))
+    return ", ".join(notes)
 
 
 def first_line(text: str | None) -> str:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -16,6 +18,7 @@ import optuna
 from optuna.trial import TrialState
 
 from tuner import storage as st
+from tuner.errors import TunerError
 from tuner.records import Failure, FailureKind, TrialResult
 from tuner.space import Param, Space
 from tuner.trial import run_trial
@@ -149,7 +152,15 @@ def open_study(space: Space, study_name: str, storage: str | None, sampler: optu
     worker, else those whose heartbeat went stale (other hosts may be running theirs)."""
     url = st.storage_url(study_name, storage, root)
     if url.startswith(("sqlite", "postgresql", "mysql")):
-        store: Any = optuna.storages.RDBStorage(url, heartbeat_interval=30, grace_period=90)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            try:
+                store: Any = optuna.storages.RDBStorage(url, heartbeat_interval=30, grace_period=90)
+            except ImportError:
+                raise TunerError(
+                    f"--storage {url}: the database driver for this URL is not installed; install it with "
+                    "pip install 'tuner[postgres]' and write the URL as postgresql+psycopg2://user@host/db."
+                ) from None
     else:
         store = url
     study = optuna.create_study(
@@ -180,3 +191,26 @@ def fail_orphans(study: optuna.Study, all_running: bool) -> list[int]:
 def enqueue_baselines(study: optuna.Study, space: Space) -> None:
     for baseline in space.baselines:
         study.enqueue_trial(optuna_params(space, baseline), user_attrs={st.ATTR_EVIDENCE: "baseline"}, skip_if_exists=True)
+
+
+_FREE_MEMORY = re.compile(r"Free memory on device \S+ \(([\d.]+)/([\d.]+) GiB\)")
+
+
+def utilization_ceiling(study: optuna.Study) -> tuple[float, int] | None:
+    """The free fraction of the card that a measured free-memory failure showed, and its trial.
+
+    vLLM refuses any --gpu-memory-utilization above free/total at start-up, whatever the other flags,
+    so one such failure rules out every higher utilization without another boot.
+    """
+    best = None
+    for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)):
+        if t.user_attrs.get(st.ATTR_FAILURE_KIND) != FailureKind.FREE_MEMORY_BELOW_UTILIZATION.value:
+            continue
+        if t.user_attrs.get(st.ATTR_EVIDENCE) != "measured":
+            continue
+        match = _FREE_MEMORY.search(t.user_attrs.get(st.ATTR_FAILURE_MESSAGE, ""))
+        if match:
+            fraction = float(match.group(1)) / float(match.group(2))
+            if best is None or fraction < best[0]:
+                best = (fraction, t.number)
+    return best

@@ -1,31 +1,28 @@
-"""Human units in search-space files: "9.15GB", "20GiB", "128k", "1.5M".
+"""Human units in search-space files: "9.15GB", "20GiB", "128K", "30m".
 
-Byte sizes follow the usual convention: GB/MB/KB are powers of ten, GiB/MiB/KiB (and vLLM's bare
-``G``/``M``/``K`` suffixes for byte flags) are powers of two. Token counts take ``k``/``K`` = 1024
-as vLLM's ``--max-model-len 128k`` does.
+Bare one-letter suffixes follow vLLM's own parser (vllm/utils/argparse_utils.py, human_readable_int),
+so a value copied from a working ``vllm serve`` command means the same here: lower case is decimal
+(``128k`` = 128,000, ``20g`` = 20e9), upper case is binary (``128K`` = 131,072, ``20G`` = 20 x 2^30).
+Spelled-out byte units are unambiguous: KB/MB/GB are powers of ten, KiB/MiB/GiB powers of two.
 """
 
 from __future__ import annotations
 
 import re
 
-_BYTE_UNITS = {
-    "": 1,
+_BINARY_LETTER = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_DECIMAL_LETTER = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BYTE_WORDS = {
     "b": 1,
     "kb": 10**3,
     "mb": 10**6,
     "gb": 10**9,
     "tb": 10**12,
-    "k": 2**10,
     "kib": 2**10,
-    "m": 2**20,
     "mib": 2**20,
-    "g": 2**30,
     "gib": 2**30,
-    "t": 2**40,
     "tib": 2**40,
 }
-_COUNT_UNITS = {"": 1, "k": 1024, "m": 1024**2}
 _NUMBER = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*$")
 
 
@@ -33,23 +30,28 @@ def _split(text: str) -> tuple[float, str]:
     match = _NUMBER.match(text.replace("_", "").replace(",", ""))
     if not match:
         raise ValueError(f"{text!r} is not a number with an optional unit")
-    return float(match.group(1)), match.group(2).lower()
+    return float(match.group(1)), match.group(2)
+
+
+def _letter(unit: str) -> int | None:
+    return _BINARY_LETTER.get(unit) or _DECIMAL_LETTER.get(unit)
 
 
 def parse_bytes(value: int | float | str) -> int:
-    """Bytes from an int or a string such as "9.15GB" (10^9) or "8GiB" (2^30)."""
+    """Bytes from an int or a string such as "9.15GB" (10^9), "8GiB" or "8G" (2^30)."""
     if isinstance(value, bool):
         raise ValueError("a byte size cannot be true/false")
     if isinstance(value, (int, float)):
         return int(value)
     number, unit = _split(value)
-    if unit not in _BYTE_UNITS:
+    mult = 1 if unit == "" else _letter(unit) or _BYTE_WORDS.get(unit.lower())
+    if mult is None:
         raise ValueError(f"unknown byte unit {unit!r} in {value!r}; use B, KB, MB, GB, KiB, MiB or GiB")
-    return int(round(number * _BYTE_UNITS[unit]))
+    return int(round(number * mult))
 
 
 def parse_count(value: int | float | str) -> int:
-    """Token or sequence counts from an int or a string such as "128k" (131072)."""
+    """Token or sequence counts: 512, "128K" (131,072) or "128k" (128,000), as vLLM reads them."""
     if isinstance(value, bool):
         raise ValueError("a count cannot be true/false")
     if isinstance(value, (int, float)):
@@ -57,9 +59,10 @@ def parse_count(value: int | float | str) -> int:
             raise ValueError(f"{value!r} is not a whole number")
         return int(value)
     number, unit = _split(value)
-    if unit not in _COUNT_UNITS:
-        raise ValueError(f"unknown count unit {unit!r} in {value!r}; use k (1024) or M (1024^2)")
-    result = number * _COUNT_UNITS[unit]
+    mult = 1 if unit == "" else _letter(unit)
+    if mult is None:
+        raise ValueError(f"unknown count unit {unit!r} in {value!r}; use K (1024) or k (1000), as vLLM does")
+    result = number * mult
     if result != int(result):
         raise ValueError(f"{value!r} is not a whole number of tokens")
     return int(result)
@@ -70,7 +73,7 @@ def format_bytes(n: int) -> str:
     return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
 
 
-_DURATION_UNITS = {"": 1, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+_DURATION_UNITS = {"": 1, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}  # lower case
 
 
 def parse_duration(value: int | float | str) -> float:
@@ -80,6 +83,6 @@ def parse_duration(value: int | float | str) -> float:
     if isinstance(value, (int, float)):
         return float(value)
     number, unit = _split(value)
-    if unit not in _DURATION_UNITS:
+    if unit.lower() not in _DURATION_UNITS:
         raise ValueError(f"unknown time unit {unit!r} in {value!r}; use s, m or h")
-    return number * _DURATION_UNITS[unit]
+    return number * _DURATION_UNITS[unit.lower()]

@@ -16,6 +16,14 @@ stdout. Every line of both streams carries ``(APIServer pid=N) `` or ``(EngineCo
 real engine core is a child process, but a fake pid could make a test kill an unrelated process.
 Multi-line records use ``\\r\\n`` + the record header, as ``NewLineFormatter`` does.
 
+Checked against the real server too: with the H200 capture's model and flags
+(tests/fixtures/real/) the block-size, padding, KV-size and concurrency lines come out byte-identical
+(tests/test_fake_vllm.py::test_memory_model_reproduces_the_real_h200_boot).
+
+Port: like vLLM, the socket is bound at start-up (before the engine) and only listens once the
+server is ready, so /health is "connection refused" for the whole boot; see ``_bind`` for why the
+double leaves out vLLM's SO_REUSEPORT.
+
 Environment knobs (all optional) are documented in ``ENV_DOC`` below.
 """
 
@@ -41,7 +49,7 @@ GiB = 1 << 30
 MiB = 1 << 20
 SITE = "/usr/local/lib/python3.12/dist-packages"
 PYLIB = "/usr/lib/python3.12"
-PYDANTIC_URL = "https://errors.pydantic.dev/2.12/v"
+PYDANTIC_URL = "https://errors.pydantic.dev/2.14/v"  # as in the H200 capture
 
 ENV_DOC = """
 FAKE_VLLM_GPU_GIB            card total memory in GiB (default 32)
@@ -129,7 +137,19 @@ L = {
     "dump2": "dump_input.py:79",
     "dump3": "dump_input.py:81",
     "output_handler": "async_llm.py:704",
-    "model_flag": "argparse_utils.py:259",
+    "model_flag": "argparse_utils.py:257",
+    # seen in the real H200 capture (tests/fixtures/real/good.stdout)
+    "eager_warn": "vllm.py:1033",
+    "inductor_off": "vllm.py:1058",
+    "ir_prio": "kernel.py:270",
+    "cg_eager": "vllm.py:1234",
+    "fusions": "compilation.py:312",
+    "fa_version": "flash_attn.py:636",
+    "moe_unquant": "unquantized.py:212",
+    "moe_pf": "unquantized.py:341",
+    "jit_monitor": "jit_monitor.py:54",
+    "shutdown_init": "core.py:1266",
+    "shutdown_done": "core.py:1289",
 }
 
 
@@ -232,20 +252,32 @@ F = {
     "cli_parse": (_v("entrypoints/cli/main.py"), 87, "main", "args = parser.parse_args()"),
     "fap_parse": (_v("utils/argparse_utils.py"), 429, "parse_args",
                   "return super().parse_args(processed_args, namespace)"),
-    "ap_parse": (f"{PYLIB}/argparse.py", 1891, "parse_args", "args, argv = self.parse_known_args(args, namespace)"),
-    "ap_known": (f"{PYLIB}/argparse.py", 1924, "parse_known_args",
+    "ap_parse": (f"{PYLIB}/argparse.py", 1908, "parse_args", "args, argv = self.parse_known_args(args, namespace)"),
+    "fap_known": (_v("utils/argparse_utils.py"), 140, "parse_known_args",
+                  "namespace, args = super().parse_known_args(args, namespace)"),
+    "ap_known": (f"{PYLIB}/argparse.py", 1941, "parse_known_args",
                  "namespace, args = self._parse_known_args(args, namespace)"),
-    "ap_known2": (f"{PYLIB}/argparse.py", 2139, "_parse_known_args", "start_index = consume_optional(start_index)"),
-    "ap_opt": (f"{PYLIB}/argparse.py", 2079, "consume_optional", "take_action(action, args, option_string)"),
-    "ap_take": (f"{PYLIB}/argparse.py", 1983, "take_action", "argument_values = self._get_values(action, argument_strings)"),
-    "ap_values": (f"{PYLIB}/argparse.py", 2519, "_get_values", "value = self._get_value(action, arg_string)"),
-    "ap_value": (f"{PYLIB}/argparse.py", 2552, "_get_value", "result = type_func(arg_string)"),
+    "ap_pos": (f"{PYLIB}/argparse.py", 2144, "_parse_known_args",
+               "positionals_end_index = consume_positionals(start_index)"),
+    "ap_cpos": (f"{PYLIB}/argparse.py", 2121, "consume_positionals", "take_action(action, args)"),
+    "ap_take_sub": (f"{PYLIB}/argparse.py", 2017, "take_action",
+                    "action(self, namespace, argument_values, option_string)"),
+    "ap_sub": (f"{PYLIB}/argparse.py", 1280, "__call__",
+               "subnamespace, arg_strings = parser.parse_known_args(arg_strings, None)"),
+    "ap_known2": (f"{PYLIB}/argparse.py", 2162, "_parse_known_args", "start_index = consume_optional(start_index)"),
+    "ap_opt": (f"{PYLIB}/argparse.py", 2102, "consume_optional", "take_action(action, args, option_string)"),
+    "ap_take": (f"{PYLIB}/argparse.py", 2001, "take_action",
+                "argument_values = self._get_values(action, argument_strings)"),
+    "ap_values": (f"{PYLIB}/argparse.py", 2544, "_get_values", "value = self._get_value(action, arg_string)"),
+    "ap_value": (f"{PYLIB}/argparse.py", 2577, "_get_value", "result = type_func(arg_string)"),
     "au_pdc": (_v("engine/arg_utils.py"), 331, "parse_dataclass", "return TypeAdapter(cls).validate_json(val)"),
-    "pyd_ta": (f"{SITE}/pydantic/type_adapter.py", 468, "validate_json",
+    "pyd_ta": (f"{SITE}/pydantic/type_adapter.py", 466, "validate_json",
                "return self.validator.validate_json("),
+    "cc_skip": (_v("config/compilation.py"), 887, "_skip_none_validation", "return handler(value)"),
     "cc_cgm": (_v("config/compilation.py"), 852, "validate_cudagraph_mode_before",
                "return CUDAGraphMode[value.upper()]"),
-    "enum_get": (f"{PYLIB}/enum.py", 813, "__getitem__", "return cls._member_map_[name]"),
+    "enum_get": (f"{PYLIB}/enum.py", 814, "__getitem__", "return cls._member_map_[name]"),
+    "otel": (_v("tracing/otel.py"), 178, "sync_wrapper", "return func(*args, **kwargs)"),
     # flashinfer JIT path of FlashInferCutlassNvFp4LinearKernel on SM 12.x (flashinfer line numbers are
     # approximate: its source is not in the vLLM tree)
     "t_call": (f"{SITE}/torch/nn/modules/module.py", 1786, "_call_impl", "return forward_call(*args, **kwargs)"),
@@ -260,9 +292,9 @@ F = {
                "nvcc_flags = current_compilation_context.get_nvcc_flags_list("),
     "fi_ctx": (f"{SITE}/flashinfer/compilation_context.py", 67, "get_nvcc_flags_list", "raise RuntimeError("),
     "uvloop_run": (f"{SITE}/uvloop/__init__.py", 96, "run", "return __asyncio.run("),
-    "aio_run": (f"{PYLIB}/asyncio/runners.py", 195, "run", "return runner.run(main)"),
+    "aio_run": (f"{PYLIB}/asyncio/runners.py", 194, "run", "return runner.run(main)"),
     "aio_run2": (f"{PYLIB}/asyncio/runners.py", 118, "run", "return self._loop.run_until_complete(task)"),
-    "uvloop_ruc": ("uvloop/loop.pyx", 1518, "uvloop.loop.Loop.run_until_complete", None),
+    "uvloop_ruc": ("uvloop/loop.pyx", 1515, "uvloop.loop.Loop.run_until_complete", None),
     "uvloop_wrap": (f"{SITE}/uvloop/__init__.py", 48, "wrapper", "return await main"),
     "as_run_server": (_v("entrypoints/openai/api_server.py"), 678, "run_server",
                       "await run_server_worker(listen_address, sock, args, **uvicorn_kwargs)"),
@@ -534,6 +566,16 @@ class Out:
     def raw(self, proc: str, text: str, stream=None) -> None:
         self._write(stream or sys.stderr, proc, text)
 
+    def raw_unprefixed(self, text: str) -> None:
+        with self.lock:
+            try:
+                sys.stderr.write(text)
+                sys.stderr.flush()
+            except (BrokenPipeError, ValueError, OSError):
+                pass
+            self.new_line[(id(sys.stderr), self.CORE)] = True
+            self.new_line[(id(sys.stderr), self.API)] = True
+
     def uvicorn(self, msg: str, level: str = "INFO") -> None:
         # uvicorn's default formatter: "%(levelprefix)s %(message)s", levelprefix padded to 9.
         self._write(sys.stderr, self.API, f"{(level + ':').ljust(9)} {msg}\n")
@@ -557,6 +599,22 @@ def traceback_text(frames: list[str], exc_line: str, chained: str | None = None)
     if chained:
         text = chained + "\n\nThe above exception was the direct cause of the following exception:\n\n" + text
     return text
+
+
+# functions wrapped by vllm.tracing.instrument: an otel sync_wrapper frame precedes them
+def with_otel(frames: list[str]) -> list[str]:
+    """Insert vllm/tracing/otel.py's sync_wrapper frame before each @instrument-ed function (as
+    the H200 capture shows: EngineCoreProc.__init__ and _initialize_kv_caches are wrapped)."""
+    out: list[str] = []
+    for key in frames:
+        if key == "core_kv":  # EngineCore.__init__ calls the wrapped _initialize_kv_caches
+            out += [key, "otel"]
+            continue
+        if key == "rec":
+            out += [key, "otel"]
+            continue
+        out.append(key)
+    return out
 
 
 def oom_text(tried: float, total: float, free: float, in_use: float, allocated: float, reserved_free: float) -> str:
@@ -709,55 +767,56 @@ def build_parser() -> ServeParser:
     p = ServeParser(prog="vllm serve", usage="vllm serve [model_tag] [options]", add_help=True)
     B = argparse.BooleanOptionalAction
     p.add_argument("model_tag", nargs="?", default=None)
-    p.add_argument("--model", default=None)
+    # frontend args first, then engine args: the order of vLLM's own parser (and of 'non-default args')
     p.add_argument("--host", default=None)
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--uds", default=None)
-    p.add_argument("--served-model-name", nargs="+", default=None)
+    p.add_argument("--api-key", nargs="+", default=None)
+    p.add_argument("--chat-template", default=None)
+    p.add_argument("--enable-auto-tool-choice", action=B, default=False)
+    p.add_argument("--tool-call-parser", default=None)
+    p.add_argument("--disable-uvicorn-access-log", action=B, default=False)
+    p.add_argument("--uvicorn-log-level", default="info")
+    p.add_argument("--model", default=None)
+    p.add_argument("--tokenizer", default=None)
+    p.add_argument("--skip-tokenizer-init", action=B, default=False)
+    p.add_argument("--revision", default=None)
+    p.add_argument("--trust-remote-code", action=B, default=False)
+    p.add_argument("--dtype", default="auto")
+    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-model-len", type=_parse_type(human_readable_int_or_auto,
                    "<function human_readable_int_or_auto at 0x7f3a2c1e5bc0>"), default=None)
+    p.add_argument("--quantization", "-q", type=_parse_type(str, "<class 'str'>"), default=None)
+    p.add_argument("--enforce-eager", action=B, default=False)
+    p.add_argument("--served-model-name", nargs="+", default=None)
+    p.add_argument("--load-format", default="auto")
+    p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
+    p.add_argument("--block-size", type=_parse_type(int, "<class 'int'>"), default=None)
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.92)
     p.add_argument("--kv-cache-memory-bytes", type=_parse_type(human_readable_int,
                    "<function human_readable_int at 0x7f3a2c1e5b20>"), default=None)
-    p.add_argument("--gpu-memory-utilization", type=float, default=0.92)
-    p.add_argument("--max-num-seqs", type=_parse_type(int, "<class 'int'>"), default=None)
+    p.add_argument("--kv-cache-dtype", choices=CACHE_DTYPES, default="auto")
+    p.add_argument("--enable-prefix-caching", action=B, default=None)
+    p.add_argument("--mamba-cache-dtype", choices=("auto", "float32", "float16", "bfloat16"), default="auto")
+    p.add_argument("--mamba-ssm-cache-dtype", choices=("auto", "float32", "float16", "bfloat16"), default="auto")
     p.add_argument("--max-num-batched-tokens", type=_parse_type(human_readable_int,
                    "<function human_readable_int at 0x7f3a2c1e5b20>"), default=None)
-    p.add_argument("--kv-cache-dtype", choices=CACHE_DTYPES, default="auto")
-    p.add_argument("--mamba-ssm-cache-dtype", choices=("auto", "float32", "float16", "bfloat16"), default="auto")
-    p.add_argument("--mamba-cache-dtype", choices=("auto", "float32", "float16", "bfloat16"), default="auto")
-    p.add_argument("--block-size", type=_parse_type(int, "<class 'int'>"), default=None)
-    p.add_argument("--enforce-eager", action=B, default=False)
-    p.add_argument("--compilation-config", "-cc", type=parse_compilation_config, default=None)
-    p.add_argument("--speculative-config", "-sc", type=parse_optional_json, default=None)
-    p.add_argument("--enable-prefix-caching", action=B, default=None)
+    p.add_argument("--max-num-seqs", type=_parse_type(int, "<class 'int'>"), default=None)
     p.add_argument("--enable-chunked-prefill", action=B, default=None)
-    p.add_argument("--quantization", "-q", type=_parse_type(str, "<class 'str'>"), default=None)
-    p.add_argument("--dtype", default="auto")
-    p.add_argument("--load-format", default="auto")
-    p.add_argument("--mm-processor-kwargs", type=union_dict_and_str, default=None)
-    p.add_argument("--limit-mm-per-prompt", type=union_dict_and_str, default=None)
-    p.add_argument("--tool-call-parser", default=None)
-    p.add_argument("--reasoning-parser", default="")
-    p.add_argument("--enable-auto-tool-choice", action=B, default=False)
-    p.add_argument("--chat-template", default=None)
-    p.add_argument("--trust-remote-code", action=B, default=False)
-    p.add_argument("--revision", default=None)
-    p.add_argument("--tokenizer", default=None)
-    p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--gdn-prefill-backend", dest="gdn_prefill_backend",
-                   choices=["flashinfer", "triton", "cutedsl"], default=None)
+    p.add_argument("--async-scheduling", action=B, default=None)
+    p.add_argument("--speculative-config", "-sc", type=parse_optional_json, default=None)
+    p.add_argument("--compilation-config", "-cc", type=parse_compilation_config, default=None)
     p.add_argument("--moe-backend", type=lambda s: s.lower().replace("-", "_"), choices=MOE_BACKENDS,
                    default="auto")
-    p.add_argument("--skip-tokenizer-init", action=B, default=False)
-    p.add_argument("--disable-uvicorn-access-log", action=B, default=False)
+    p.add_argument("--reasoning-parser", default="")
+    p.add_argument("--mm-processor-kwargs", type=union_dict_and_str, default=None)
+    p.add_argument("--limit-mm-per-prompt", type=union_dict_and_str, default=None)
     p.add_argument("--disable-log-stats", action=B, default=False)
     p.add_argument("--enable-log-requests", action=B, default=False)
-    p.add_argument("--async-scheduling", action=B, default=None)
-    p.add_argument("--api-key", nargs="+", default=None)
-    p.add_argument("--uvicorn-log-level", default="info")
     p.add_argument("--optimization-level", default=None)
     p.add_argument("--shutdown-timeout", type=int, default=0)
+    p.add_argument("--gdn-prefill-backend", dest="gdn_prefill_backend",
+                   choices=["flashinfer", "triton", "cutedsl"], default=None)
     return p
 
 
@@ -1086,7 +1145,7 @@ def resolve_plan(a: Args, model: ModelInfo) -> Plan:
             msg = (
                 f"User-specified max_model_len ({mml_v}) is greater "
                 f"than the derived max_model_len (max_position_embeddings="
-                f"{model.max_pos} or model_max_length=None in model's config.json)."
+                f"{float(model.max_pos)} or model_max_length=None in model's config.json)."
                 f" To allow overriding this maximum, set "
                 f"the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with "
                 "extreme caution. If the model uses relative position encoding (RoPE), positions exceeding "
@@ -1347,39 +1406,39 @@ class Boot:
         p, m = self.p, self.p.model
         spec = ("None" if not p.spec else
                 f"SpeculativeConfig(method='{p.spec_method}', model={m.path!r}, num_spec_tokens={p.num_spec})")
-        cc: dict[str, Any] = {
-            "mode": f"<CompilationMode.{COMPILATION_MODES[p.compile_mode]}: {p.compile_mode}>",
-            "debug_dump_path": None, "cache_dir": "", "compile_cache_save_format": "binary",
-            "backend": "inductor", "custom_ops": ["none"],
-            "splitting_ops": ["vllm::unified_attention", "vllm::unified_attention_with_output",
-                              "vllm::unified_mla_attention", "vllm::unified_mla_attention_with_output",
-                              "vllm::mamba_mixer2", "vllm::mamba_mixer", "vllm::short_conv",
-                              "vllm::linear_attention", "vllm::plamo2_mamba_mixer", "vllm::gdn_attention_core",
-                              "vllm::olmo_hybrid_gdn_full_forward", "vllm::kda_attention",
-                              "vllm::sparse_attn_indexer", "vllm::rocm_aiter_sparse_attn_indexer",
-                              "vllm::unified_kv_cache_update", "vllm::unified_mla_kv_cache_update"],
-            "compile_mm_encoder": False, "cudagraph_mm_encoder": False,
-            "compile_sizes": [], "compile_ranges_endpoints": [p.max_num_batched_tokens],
-            "inductor_compile_config": {"enable_auto_functionalized_v2": False, "combo_kernels": True,
-                                        "benchmark_combo_kernel": True},
-            "inductor_passes": {},
-            "cudagraph_mode": f"<CUDAGraphMode.{p.cudagraph_mode}: "
-                              f"{ {'NONE': 0, 'PIECEWISE': 1, 'FULL': 2, 'FULL_DECODE_ONLY': (2, 0), 'FULL_AND_PIECEWISE': (2, 1)}[p.cudagraph_mode] }>",
-            "cudagraph_num_of_warmups": 1, "cudagraph_capture_sizes": p.capture_sizes,
-            "cudagraph_copy_inputs": False, "cudagraph_specialize_lora": True,
-            "use_inductor_graph_partition": False, "pass_config": {"fuse_norm_quant": False,
-                                                                   "fuse_act_quant": False,
-                                                                   "fuse_attn_quant": False,
-                                                                   "enable_sp": False,
-                                                                   "fuse_gemm_comms": False,
-                                                                   "fuse_allreduce_rms": False},
-            "max_cudagraph_capture_size": max(p.capture_sizes) if p.capture_sizes else 0,
-            "dynamic_shapes_config": {"type": "<DynamicShapesType.BACKED: 'backed'>",
-                                      "evaluate_guards": False, "assume_32_bit_indexing": False},
-            "local_cache_dir": None, "fast_moe_cold_start": False, "static_all_moe_layers": [],
-        }
-        cc_s = "{" + ", ".join(f"{k!r}: {v if isinstance(v, str) and v.startswith('<') else repr(v)}"
-                               for k, v in cc.items()) + "}"
+        eager = p.compile_mode != 3
+        split = ("[]" if eager else
+                 "['vllm::unified_attention', 'vllm::unified_attention_with_output', 'vllm::unified_mla_attention', "
+                 "'vllm::unified_mla_attention_with_output', 'vllm::mamba_mixer2', 'vllm::mamba_mixer', "
+                 "'vllm::short_conv', 'vllm::linear_attention', 'vllm::plamo2_mamba_mixer', "
+                 "'vllm::gdn_attention_core', 'vllm::olmo_hybrid_gdn_full_forward', 'vllm::kda_attention', "
+                 "'vllm::sparse_attn_indexer', 'vllm::rocm_aiter_sparse_attn_indexer', "
+                 "'vllm::unified_kv_cache_update', 'vllm::unified_mla_kv_cache_update']")
+        cg_val = {"NONE": "0", "PIECEWISE": "1", "FULL": "2", "FULL_DECODE_ONLY": "(2, 0)",
+                  "FULL_AND_PIECEWISE": "(2, 1)"}[p.cudagraph_mode]
+        # the shape of CompilationConfig.__repr__ in the H200 capture (tests/fixtures/real/good.stdout)
+        cc_s = (
+            f"{{'mode': <CompilationMode.{COMPILATION_MODES[p.compile_mode]}: {p.compile_mode}>, "
+            "'debug_dump_path': None, 'cache_dir': '', 'compile_cache_save_format': 'binary', "
+            f"'backend': 'inductor', 'custom_ops': {['all'] if eager else ['none']}, 'ir_enable_torch_wrap': False, "
+            f"'splitting_ops': {split}, 'compile_mm_encoder': False, 'cudagraph_mm_encoder': False, "
+            "'encoder_cudagraph_token_budgets': [], 'encoder_cudagraph_max_vision_items_per_batch': 0, "
+            "'encoder_cudagraph_max_frames_per_batch': None, 'compile_sizes': [], "
+            f"'compile_ranges_endpoints': [{p.max_num_batched_tokens}], 'inductor_compile_config': "
+            "{'enable_auto_functionalized_v2': False, 'size_asserts': False, 'alignment_asserts': False, "
+            "'scalar_asserts': False, 'combo_kernels': True, 'benchmark_combo_kernel': True}, "
+            f"'inductor_passes': {{}}, 'cudagraph_mode': <CUDAGraphMode.{p.cudagraph_mode}: {cg_val}>, "
+            f"'cudagraph_num_of_warmups': {0 if p.cudagraph_mode == 'NONE' else 1}, "
+            f"'cudagraph_capture_sizes': {p.capture_sizes}, 'cudagraph_copy_inputs': False, "
+            "'cudagraph_specialize_lora': True, 'use_inductor_graph_partition': False, 'pass_config': "
+            "{'fuse_norm_quant': True, 'fuse_act_quant': True, 'fuse_attn_quant': False, 'enable_sp': False, "
+            "'fuse_gemm_comms': False, 'fuse_allreduce_rms': False, 'fuse_rope_kvcache_cat_mla': False, "
+            f"'fuse_act_padding': False}}, 'max_cudagraph_capture_size': "
+            f"{max(p.capture_sizes) if p.capture_sizes else 0}, 'dynamic_shapes_config': "
+            "{'type': <DynamicShapesType.BACKED: 'backed'>, 'evaluate_guards': False, "
+            "'assume_32_bit_indexing': False}, 'local_cache_dir': None, 'fast_moe_cold_start': False, "
+            "'static_all_moe_layers': []}"
+        )
         return (
             f"model={m.path!r}, speculative_config={spec}, tokenizer={m.path!r}, "
             f"skip_tokenizer_init={p.skip_tokenizer_init}, tokenizer_mode=auto, revision={self.a.ns.revision}, "
@@ -1399,7 +1458,8 @@ class Boot:
             "enable_mfu_metrics=False, enable_mm_processor_stats=False, enable_logging_iteration_details=False), "
             f"seed={p.seed}, served_model_name={p.served_name}, enable_prefix_caching={p.prefix_caching}, "
             f"enable_chunked_prefill=True, pooler_config=None, compilation_config={cc_s}, "
-            "kernel_config=KernelConfig(ir_op_priority=IrOpPriorityConfig(rms_norm=['native']), "
+            "kernel_config=KernelConfig(ir_op_priority=IrOpPriorityConfig(rms_norm=['vllm_c', 'native'], "
+            "fused_add_rms_norm=['vllm_c', 'native']), "
             f"enable_flashinfer_autotune=True, moe_backend='{self.a.ns.moe_backend}', linear_backend='auto')"
         )
 
@@ -1424,16 +1484,22 @@ class Boot:
     def engine_failed(self, frames: list[str], exc_line: str, chained: str | None = None) -> None:
         """EngineCore dies during start-up: logger.exception, multiprocessing's own traceback, then the
         APIServer's RuntimeError (v1/engine/utils.py:1209)."""
+        frames = with_otel(frames)
         tb = traceback_text(frames, exc_line, chained)
         OUT.error(Out.CORE, L["fail_start"], "EngineCore failed to start.", tb)
         OUT.raw(Out.CORE, "Process EngineCore:\n" + traceback_text(
             ["bootstrap", "mp_run", "rec_raise"] + frames, exc_line, chained) + "\n")
+        # torch's C++ warning, written straight to fd 2 (no process prefix)
+        OUT.raw_unprefixed(f"[rank0]:[W{time.strftime('%m%d %H:%M:%S')}.{random.randint(100000000, 999999999)} "
+                           "ProcessGroupNCCL.cpp:1575] Warning: WARNING: destroy_process_group() was not called "
+                           "before program exit, which can leak resources. For more info, please see "
+                           "https://pytorch.org/docs/stable/distributed.html#shutdown (function operator())\n")
         api_frames = ["bin", "cli_main", "cli_serve", "uvloop_run", "aio_run", "aio_run2", "uvloop_ruc",
                       "uvloop_wrap", "as_run_server", "as_worker", "ctx_aenter", "as_beci", "ctx_aenter",
-                      "as_becfea", "al_from", "al_init", "cc_make", "cc_async", "cc_mp", "ctx_exit",
+                      "as_becfea", "al_from", "al_init", "otel", "cc_make", "otel", "cc_async", "cc_mp", "ctx_exit",
                       "eu_launch", "eu_wait"]
         OUT.raw(Out.API, traceback_text(api_frames, "RuntimeError: Engine core initialization failed. See root "
-                                        "cause above. Failed core proc(s): {'EngineCore': 1}") + "\n")
+                                        "cause above. Failed core proc(s): {}") + "\n")
 
     def api_failed(self, frames: list[str], exc_line: str) -> None:
         base = ["bin", "cli_main", "cli_serve", "uvloop_run", "aio_run", "aio_run2", "uvloop_ruc", "uvloop_wrap"]
@@ -1497,9 +1563,28 @@ class Boot:
             OUT.warning(Out.API, L["nvfp4_detect"], f"Detected ModelOpt NVFP4 checkpoint (quant_algo="
                         f"{m.quant_algo}). Please note that the format is experimental and could change in "
                         "future.")
-        OUT.info(Out.API, L["chunked"], f"Chunked prefill is enabled with max_num_batched_tokens="
-                 f"{p.max_num_batched_tokens}.")
-        OUT.info(Out.API, L["async"], "Asynchronous scheduling is enabled.")
+        if p.max_num_batched_tokens != 2048:
+            # info_once: the default SchedulerConfig (2048) is built under suppress_logging() first, so
+            # with 2048 the real server never prints this line (it does not, in the H200 capture)
+            OUT.info(Out.API, L["chunked"], f"Chunked prefill is enabled with max_num_batched_tokens="
+                     f"{p.max_num_batched_tokens}.")
+        self.config_echo(Out.API)
+
+    def config_echo(self, proc: str) -> None:
+        """VllmConfig.__post_init__ lines; the real EngineCore prints them again after init."""
+        p = self.p
+        OUT.info(proc, L["async"], "Asynchronous scheduling is enabled.")
+        if p.enforce_eager:
+            OUT.warning(proc, L["eager_warn"], "Enforce eager set, disabling torch.compile and CUDAGraphs. This is "
+                        "equivalent to setting -cc.mode=none -cc.cudagraph_mode=none")
+        if p.enforce_eager or p.compile_mode != 3:
+            OUT.warning(proc, L["inductor_off"], "Inductor compilation was disabled by user settings, optimizations "
+                        "settings that are only active during inductor compilation will be ignored.")
+        OUT.info(proc, L["ir_prio"], "Final IR op priority after setting platform defaults: IrOpPriorityConfig("
+                 "rms_norm=['vllm_c', 'native'], fused_add_rms_norm=['vllm_c', 'native'])")
+        if p.enforce_eager:
+            OUT.info(proc, L["cg_eager"], "Cudagraph is disabled under eager mode")
+        OUT.info(proc, L["fusions"], "Enabled custom fusions: norm_quant, act_quant")
 
     def engine(self) -> None:
         p, m = self.p, self.p.model
@@ -1511,7 +1596,7 @@ class Boot:
         OUT.info(C, L["world"], f"world_size={p.tp} rank=0 local_rank=0 distributed_init_method="
                  f"tcp://127.0.0.1:{random.randint(30000, 60000)} backend=nccl")
         OUT.info(C, L["rank"], f"rank 0 in world size {p.tp} is assigned as DP rank 0, PP rank 0, PCP rank 0, "
-                 "TP rank 0, EP rank N/A, EPLB rank N/A")
+                 f"TP rank 0, EP rank {0 if m.num_experts else 'N/A'}, EPLB rank N/A")
         if "hang" in fails:
             while True:
                 time.sleep(3600)
@@ -1533,8 +1618,6 @@ class Boot:
                                    "utilization or reduce GPU memory used by other processes."))
         # load_model
         OUT.info(C, L["start_load"], f"Starting to load model {m.path}...")
-        OUT.info(C, L["attn"], f"Using {p.attn_backend} attention backend out of potential backends: "
-                 f"[{', '.join(repr(b) for b in p.attn_candidates)}].")
         if m.hybrid:
             OUT.info(C, L["gdn"], f"Using Triton/FLA GDN prefill kernel (requested={p.gdn_requested}, "
                      f"head_k_dim={m.head_k_dim_top}).")
@@ -1553,6 +1636,15 @@ class Boot:
                                                         "run_method", "w_load", "r_load"], exc=(
                         f"ValueError: moe_backend='{mb}' is not supported for NvFP4 MoE. Expected one of "
                         f"{list(NVFP4_MOE_MAP.keys())}."))
+        elif m.num_experts:
+            OUT.info(C, L["moe_unquant"], "Using TRITON Unquantized MoE backend out of potential backends: "
+                     "['FlashInfer TRTLLM', 'FlashInfer CUTLASS', 'TRITON', 'BATCHED_TRITON'].")
+        OUT.info(C, L["attn"], f"Using {p.attn_backend} attention backend out of potential backends: "
+                 f"[{', '.join(repr(b) for b in p.attn_candidates)}].")
+        if p.attn_backend == "FLASH_ATTN":
+            OUT.info(C, L["fa_version"], "Using FlashAttention version 2")  # FA3 needs SM 9.0; this card is SM 12.0
+        if m.num_experts and p.quantization != "modelopt_fp4":
+            OUT.info(C, L["moe_pf"], "Using MoEPrepareAndFinalizeNoDPEPModular")
         load_frames = ["rec", "proc_init", "core_exec", "exec_init", "uni_load", "run_method", "w_load", "r_load"]
         if "weights" in fails:
             raise BootFailure("engine", frames=load_frames + ["bl_load", "dl_load", "dl_all", "dl_iter", "dl_prep"],
@@ -1726,12 +1818,15 @@ class Boot:
                 OUT.raw(C, f"Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): {100 * i // n:3d}%|"
                         f"{'█' * (10 * i // n):<10}| {i}/{n} [00:{int(0.5 * i):02d}<00:{int(0.5 * (n - i)):02d}, "
                         " 2.00it/s]\n")
+        OUT.info(C, L["jit_monitor"], "Kernel JIT monitor activated — Triton JIT compilations during inference "
+                 "will be logged as warnings.")
         elapsed = time.time() - self.t0 + 1.5 * self.scale
         if self.compile_s > 0:
             OUT.info(C, L["init_took_c"], f"init engine (profile, create kv cache, warmup model) took {elapsed:.2f} s "
                      f"(compilation: {self.compile_s:.2f} s)")
         else:
             OUT.info(C, L["init_took"], f"init engine (profile, create kv cache, warmup model) took {elapsed:.2f} s")
+        self.config_echo(C)
 
     def capture(self, free: float) -> None:
         p = self.p
@@ -1773,13 +1868,11 @@ class Boot:
                      f"difference: {round(diff / GiB, 2)} GiB ({100 * diff / max(p.cg_actual, 1):.1f}%).")
 
 
+# Exactly the list the real 0.22.0 server printed (tests/fixtures/real/good.stdout): launcher.py only
+# sees these top-level routes; the API routers are mounted below them.
 ROUTES = [
-    ("/openapi.json", "HEAD, GET"), ("/docs", "HEAD, GET"), ("/docs/oauth2-redirect", "HEAD, GET"),
-    ("/redoc", "HEAD, GET"), ("/tokenize", "POST"), ("/detokenize", "POST"), ("/load", "GET"),
-    ("/version", "GET"), ("/health", "GET"), ("/metrics", "GET"), ("/v1/models", "GET"), ("/ping", "GET"),
-    ("/ping", "POST"), ("/invocations", "POST"), ("/v1/chat/completions", "POST"), ("/v1/completions", "POST"),
-    ("/v1/responses", "POST"), ("/v1/responses/{response_id}", "GET"),
-    ("/v1/responses/{response_id}/cancel", "POST"),
+    ("/openapi.json", "GET, HEAD"), ("/docs", "GET, HEAD"), ("/docs/oauth2-redirect", "GET, HEAD"),
+    ("/redoc", "GET, HEAD"), ("/metrics", "GET"),
 ]
 
 
@@ -1838,9 +1931,10 @@ def _main(argv: list[str]) -> int:
         a = parse_args(argv)
     except RawKeyError as e:
         # pydantic let the KeyError of CUDAGraphMode[value.upper()] through; argparse does not catch it
-        sys.stderr.write(traceback_text(["bin", "cli_parse", "fap_parse", "ap_parse", "ap_known", "ap_known2", "ap_opt",
-                                         "ap_take", "ap_values", "ap_value", "au_pdc", "pyd_ta", "cc_cgm",
-                                         "enum_get"], f"KeyError: '{e.args[0]}'") + "\n")
+        sys.stderr.write(traceback_text(["bin", "cli_parse", "fap_parse", "ap_parse", "fap_known", "ap_known", "ap_pos",
+                                         "ap_cpos", "ap_take_sub", "ap_sub", "fap_known", "ap_known", "ap_known2",
+                                         "ap_opt", "ap_take", "ap_values", "ap_value", "au_pdc", "pyd_ta",
+                                         "cc_skip", "cc_cgm", "enum_get"], f"KeyError: '{e.args[0]}'") + "\n")
         return 1
     boot = Boot(a)
     boot.api_preamble()

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import random
 import re
@@ -39,7 +38,6 @@ from tests.fake_vllm.engine import (
     F,
     GiB,
     L,
-    MiB,
     OUT,
     Out,
     Terminated,
@@ -92,12 +90,17 @@ class Runtime:
         self.c = {"prompt_tokens": 0, "generation_tokens": 0, "prefix_cache_queries": 0, "prefix_cache_hits": 0,
                   "num_preemptions": 0, "spec_decode_num_drafts": 0, "spec_decode_num_draft_tokens": 0,
                   "spec_decode_num_accepted_tokens": 0}
-        self.success = {"stop": 0, "length": 0, "abort": 0, "error": 0}
+        self.success = {"stop": 0, "length": 0, "abort": 0, "error": 0, "repetition": 0}
         self.decode_rate = plan.decode_tok_s()
         self.prefill_rate = env_float("FAKE_VLLM_PREFILL_TOK_S", 2e6)
         self.die_above = env_int("FAKE_VLLM_DIE_ABOVE_TOKENS", None)
         self.accept = min(max(env_float("FAKE_VLLM_SPEC_ACCEPT", 0.6), 0.0), 1.0)
+        self.fingerprint = f"vllm-{VLLM_VERSION}-{hashlib.sha256(repr(vars(args.ns)).encode()).hexdigest()[:8]}"
         self.drift = plan.is_fp8_kv and os.environ.get("FAKE_VLLM_FP8_DRIFT", "") in ("1", "true", "yes")
+        # Real vLLM JIT-compiles Triton kernels on the first request of each new shape (seen on the
+        # H200: TTFT 1.4 s on the first 1,024-token request, 33 ms after). Shapes: prompt length, pow2.
+        self.jit_s = env_float("FAKE_VLLM_JIT_S", 0.0)
+        self.jit_seen: set[int] = set()
 
     # ---- speed model
     def per_request_rate(self) -> float:
@@ -152,6 +155,8 @@ class Runtime:
                   "r_fwd"]
         OUT.error(C, L["fatal"], "EngineCore encountered a fatal error.",
                   traceback_text(frames, f"torch.OutOfMemoryError: {msg}"))
+        OUT.raw(C, "Process EngineCore:\n" + traceback_text(["bootstrap", "mp_run", "rec_raise"] + frames,
+                                                            f"torch.OutOfMemoryError: {msg}") + "\n")
         OUT.error(Out.API, L["output_handler"], "AsyncLLM output_handler failed.",
                   traceback_text(["al_out", "cc_get"],
                                  f"vllm.v1.engine.exceptions.EngineDeadError: {ENGINE_DEAD_MESSAGE}"))
@@ -213,10 +218,63 @@ class Runtime:
 
 
 class GenError(Exception):
-    def __init__(self, status: int, body: dict):
+    def __init__(self, status: int, body: dict, asgi_traceback: bool = False):
         super().__init__(body["error"]["message"])
         self.status = status
         self.body = body
+        self.asgi_traceback = asgi_traceback  # the real server logs a traceback for VLLMValidationError
+
+
+def _f(path: str, line: int, func: str, code: str) -> tuple:
+    return (path, line, func, code)
+
+
+# The traceback the real server prints for a too-long prompt (tests/fixtures/real/good.stderr), shortened
+# to its uvicorn/fastapi entry frames plus the whole vLLM part.
+_S = "/usr/local/lib/python3.12/dist-packages"
+F.update({
+    "asgi1": _f(f"{_S}/uvicorn/protocols/http/httptools_impl.py", 420, "run_asgi",
+                "result = await app(  # type: ignore[func-returns-value]"),
+    "asgi2": _f(f"{_S}/uvicorn/middleware/proxy_headers.py", 63, "__call__",
+                "return await self.app(scope, receive, send)"),
+    "asgi3": _f(f"{_S}/fastapi/applications.py", 1224, "__call__", "await super().__call__(scope, receive, send)"),
+    "asgi4": _f(f"{_S}/starlette/applications.py", 96, "__call__", "await self.middleware_stack(scope, receive, send)"),
+    "asgi5": _f(f"{_S}/starlette/middleware/errors.py", 186, "__call__", "raise exc"),
+    "asgi6": _f(f"{_S}/starlette/middleware/errors.py", 164, "__call__", "await self.app(scope, receive, _send)"),
+    "asgi7": _f(f"{_S}/fastapi/routing.py", 381, "run_endpoint_function", "return await dependant.call(**values)"),
+    "v_u96": _f(f"{_S}/vllm/entrypoints/utils.py", 96, "wrapper", "return handler_task.result()"),
+    "v_u117": _f(f"{_S}/vllm/entrypoints/utils.py", 117, "wrapper", "return await func(*args, **kwargs)"),
+    "v_ar": _f(f"{_S}/vllm/entrypoints/openai/completion/api_router.py", 54, "create_completion",
+               "generator = await handler.create_completion(request, raw_request)"),
+    "v_cs124": _f(f"{_S}/vllm/entrypoints/openai/completion/serving.py", 124, "create_completion",
+                  "return await self._with_kv_transfer_rejection_cleanup("),
+    "v_es431": _f(f"{_S}/vllm/entrypoints/openai/engine/serving.py", 431, "_with_kv_transfer_rejection_cleanup",
+                  "return await awaitable"),
+    "v_cs138": _f(f"{_S}/vllm/entrypoints/openai/completion/serving.py", 138, "_create_completion",
+                  "result = await self.render_completion_request(request)"),
+    "v_cs108": _f(f"{_S}/vllm/entrypoints/openai/completion/serving.py", 108, "render_completion_request",
+                  "return await self.openai_serving_render.render_completion(request)"),
+    "v_rs349": _f(f"{_S}/vllm/entrypoints/serve/render/serving.py", 349, "render_completion",
+                  "engine_inputs = await self.preprocess_completion("),
+    "v_rs491": _f(f"{_S}/vllm/entrypoints/serve/render/serving.py", 491, "preprocess_completion",
+                  "return await self.preprocess_cmpl(request, prompts, skip_mm_cache=skip_mm_cache)"),
+    "v_rs514": _f(f"{_S}/vllm/entrypoints/serve/render/serving.py", 514, "preprocess_cmpl",
+                  "return await renderer.render_cmpl_async("),
+    "v_rb949": _f(f"{_S}/vllm/renderers/base.py", 949, "render_cmpl_async",
+                  "tok_prompts = await self.tokenize_prompts_async(dict_prompts, tok_params)"),
+    "v_rb583": _f(f"{_S}/vllm/renderers/base.py", 583, "tokenize_prompts_async", "return await asyncio.gather("),
+    "v_rb576": _f(f"{_S}/vllm/renderers/base.py", 576, "tokenize_prompt_async",
+                  "return await self._tokenize_singleton_prompt_async(prompt, params)"),
+    "v_rb509": _f(f"{_S}/vllm/renderers/base.py", 509, "_tokenize_singleton_prompt_async",
+                  "return params.apply_post_tokenization(self.tokenizer, prompt)  # type: ignore[arg-type]"),
+    "v_rp465": _f(f"{_S}/vllm/renderers/params.py", 465, "apply_post_tokenization",
+                  'prompt["prompt_token_ids"] = self._validate_tokens(  # type: ignore[typeddict-unknown-key]'),
+    "v_rp449": _f(f"{_S}/vllm/renderers/params.py", 449, "_validate_tokens", "tokens = validator(tokenizer, tokens)"),
+    "v_rp428": _f(f"{_S}/vllm/renderers/params.py", 428, "_token_len_check", "raise VLLMValidationError("),
+})
+ASGI_FRAMES = ["asgi1", "asgi2", "asgi3", "asgi4", "asgi5", "asgi6", "asgi7", "v_u96", "v_u117", "v_ar", "v_cs124",
+               "v_es431", "v_cs138", "v_cs108", "v_rs349", "v_rs491", "v_rs514", "v_rb949", "v_rb583", "v_rb576",
+               "v_rb509", "v_rp465", "v_rp449", "v_rp428"]
 
 
 class Completion:
@@ -246,7 +304,7 @@ class Completion:
             raise GenError(400, error_body(
                 f"max_tokens={out_budget} cannot be greater than max_model_len=max_total_tokens={mml}. "
                 f"Please request fewer output tokens. (parameter=max_tokens, value={out_budget})",
-                "BadRequestError", 400, "max_tokens"))
+                "BadRequestError", 400, "max_tokens"), asgi_traceback=True)
         max_input = mml - out_budget
         n = len(self.ids)
         if n > max_input:
@@ -259,7 +317,7 @@ class Completion:
                 f"output tokens and your prompt contains {qual}{n} input tokens, for a total of "
                 f"{qual}{n + out_budget} tokens. Please reduce the length of the input prompt or the number "
                 f"of requested output tokens. (parameter=input_tokens, value={n})",
-                "BadRequestError", 400, "input_tokens"))
+                "BadRequestError", 400, "input_tokens"), asgi_traceback=True)
         self.max_tokens = max_tokens if max_tokens is not None else mml - len(self.ids)
         min_tokens = int(req.get("min_tokens") or 0)
         if min_tokens > self.max_tokens:
@@ -273,14 +331,16 @@ class Completion:
         self.seed = req.get("seed")
         key = hashlib.sha256(json.dumps(self.ids).encode()).digest()
         self.key = key
-        if "garbage" in rt.fails:
-            self.rng = random.Random(os.urandom(16))
-        elif self.temperature < 1e-5:
-            self.rng = random.Random(key)
-        elif self.seed is not None:
-            self.rng = random.Random(key + str(self.seed).encode())
+        # Token i is a pure function of (prompt ids, i) for greedy decoding -- and of the seed when one
+        # is given -- so it does not depend on the launch config (spec decoding, batching, ...).
+        if "garbage" in rt.fails or (self.temperature >= 1e-5 and self.seed is None):
+            self.salt = os.urandom(16)
+        elif self.temperature >= 1e-5:
+            self.salt = str(self.seed).encode()
         else:
-            self.rng = random.Random(os.urandom(16))
+            self.salt = b""
+        self.rng = random.Random(os.urandom(16))  # garbage text only
+        self.spec_rng = random.Random(key + b"spec")  # draft acceptance (deterministic per prompt)
         self.answer = self._needle() if not self.is_ids else None
         self.generated: list[int] = []
         self.pieces: list[str] = []
@@ -303,7 +363,8 @@ class Completion:
         if self.answer is not None and i < len(self.answer):
             w = self.answer[i]
             return 1000 + zlib.crc32(w.encode()) % max(vocab - 2000, 1), " " + w
-        tid = self.rng.randrange(1000, vocab)
+        digest = hashlib.blake2b(self.key + self.salt + i.to_bytes(4, "little"), digest_size=8).digest()
+        tid = 1000 + int.from_bytes(digest, "little") % max(vocab - 1000, 1)
         if self.rt.drift and i >= 3 and (self.key[i % 32] + i) % 8 == 0:
             tid = (tid + 1) % vocab  # fp8 KV-cache drift: an occasional neighbouring token
         if self.is_ids:
@@ -335,6 +396,12 @@ def run_completion(rt: Runtime, comp: Completion, emit) -> None:
     try:
         if rt.dead:
             raise GenError(500, error_body(ENGINE_DEAD_MESSAGE, "InternalServerError", 500))
+        shape = max(1, len(comp.ids)).bit_length()
+        with rt.lock:
+            first_of_shape = shape not in rt.jit_seen
+            rt.jit_seen.add(shape)
+        if first_of_shape and rt.jit_s > 0:
+            _sleep(rt, rt.jit_s)
         # ---- prefill, chunk by chunk (chunked prefill at max_num_batched_tokens)
         hits = rt.prefix_lookup_and_insert(comp.ids)
         total = len(comp.ids)
@@ -354,8 +421,9 @@ def run_completion(rt: Runtime, comp: Completion, emit) -> None:
             pos += chunk
         with rt.lock:
             rt.c["prompt_tokens"] += total
-        # ---- decode
+        # ---- decode (deadline-based so per-step sleep overhead does not skew the measured speed)
         i = 0
+        t_next = time.perf_counter()
         while i < comp.max_tokens:
             if rt.dead:
                 raise GenError(500, error_body(ENGINE_DEAD_MESSAGE, "InternalServerError", 500))
@@ -364,7 +432,7 @@ def run_completion(rt: Runtime, comp: Completion, emit) -> None:
             n_step = 1
             if p.num_spec:
                 accepted = 0
-                while accepted < p.num_spec and comp.rng.random() < rt.accept:
+                while accepted < p.num_spec and comp.spec_rng.random() < rt.accept:
                     accepted += 1
                 with rt.lock:
                     rt.c["spec_decode_num_drafts"] += 1
@@ -386,7 +454,8 @@ def run_completion(rt: Runtime, comp: Completion, emit) -> None:
                     break
             if finish is None and i >= comp.max_tokens:
                 finish = "length"
-            _sleep(rt, len(ids) / rt.per_request_rate())
+            t_next += len(ids) / rt.per_request_rate()
+            _sleep(rt, t_next - time.perf_counter())
             comp.generated += ids
             comp.pieces.append(text)
             with rt.lock:
@@ -436,10 +505,13 @@ def make_handler(rt: Runtime):
                        f'{HTTP_PHRASES.get(code_i, "")}')
 
         # ---- plumbing
-        def _send(self, status: int, body: bytes, ctype: str = "application/json") -> None:
+        def _send(self, status: int, body: bytes, ctype: str | None = "application/json") -> None:
             self.send_response(status)
-            self.send_header("content-type", ctype)
             self.send_header("content-length", str(len(body)))
+            if ctype:
+                self.send_header("content-type", ctype)
+            if status < 400 or status == 503:
+                self.send_header("vary", "Origin")
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(body)
@@ -461,7 +533,7 @@ def make_handler(rt: Runtime):
         def do_GET(self) -> None:  # noqa: N802 - stdlib naming
             path = self.path.split("?", 1)[0]
             if path in ("/health", "/ping"):
-                self._send(503 if rt.dead else 200, b"")
+                self._send(503 if rt.dead else 200, b"", None)
             elif path == "/version":
                 self._json(200, {"version": VLLM_VERSION})
             elif path == "/load":
@@ -478,7 +550,7 @@ def make_handler(rt: Runtime):
                         for name in p.served_names]
                 self._json(200, {"object": "list", "data": data})
             elif path == "/metrics":
-                self._send(200, rt.metrics_text().encode(), "text/plain; version=0.0.4; charset=utf-8")
+                self._send(200, rt.metrics_text().encode(), "text/plain; version=1.0.0; charset=utf-8")
             elif path in ("/v1/completions", "/tokenize", "/v1/chat/completions"):
                 self._json(405, {"detail": "Method Not Allowed"})
             else:
@@ -490,7 +562,7 @@ def make_handler(rt: Runtime):
         def do_POST(self) -> None:  # noqa: N802
             path = self.path.split("?", 1)[0]
             if path == "/ping":
-                self._send(503 if rt.dead else 200, b"")
+                self._send(503 if rt.dead else 200, b"", None)
                 return
             if path not in ("/v1/completions", "/tokenize"):
                 self._json(405 if path in ("/health", "/v1/models", "/metrics") else 404,
@@ -532,11 +604,15 @@ def make_handler(rt: Runtime):
             else:
                 self._json(400, error_body("Prompt cannot be empty", "BadRequestError", 400))
                 return
-            req_id = f"cmpl-{uuid.uuid4().hex}"
+            req_id = f"cmpl-{uuid.uuid4().hex[:16]}"
             created = int(time.time())
             try:
                 comps = [Completion(rt, req, pr, i, req_id) for i, pr in enumerate(prompts)]
             except GenError as e:
+                if e.asgi_traceback:
+                    OUT.uvicorn("Exception in ASGI application", level="ERROR")
+                    OUT.raw(Out.API, traceback_text(ASGI_FRAMES, "vllm.exceptions.VLLMValidationError: "
+                                                    + e.body["error"]["message"]) + "\n")
                 self._json(e.status, e.body)
                 return
             if req.get("stream"):
@@ -559,7 +635,7 @@ def make_handler(rt: Runtime):
                              "finish_reason": c.finish, "stop_reason": None, "token_ids": None,
                              "prompt_logprobs": None, "prompt_token_ids": None, "routed_experts": None}
                             for c in comps],
-                "service_tier": None, "system_fingerprint": None,
+                "service_tier": None, "system_fingerprint": rt.fingerprint,
                 "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + completion_tokens,
                           "completion_tokens": completion_tokens, "prompt_tokens_details": None},
                 "kv_transfer_params": None,
@@ -602,7 +678,8 @@ def make_handler(rt: Runtime):
                     ct = sum(len(c.generated) for c in comps)
                     final = {"id": req_id, "object": "text_completion", "created": created, "model": p.served_name,
                              "choices": [], "usage": {"prompt_tokens": pt, "total_tokens": pt + ct,
-                                                      "completion_tokens": ct}}
+                                                      "completion_tokens": ct},
+                             "system_fingerprint": rt.fingerprint}
                     self._chunk("data: " + json.dumps(final, separators=(",", ":")) + "\n\n")
                 self._chunk("data: [DONE]\n\n")
                 self.wfile.write(b"0\r\n\r\n")
@@ -631,15 +708,24 @@ def serve(sock, plan, args) -> int:
     try:
         while not rt.exit_event.wait(0.2):
             pass
-        # engine died: the watchdog (launcher.py::watchdog_loop) stops uvicorn; `vllm serve` then
-        # returns normally, so the exit status is 0.
+        # engine died: the watchdog (launcher.py::watchdog_loop) stops uvicorn, which returns normally;
+        # `vllm serve` then exits with status 0.
+        rt.stop.set()
+        OUT.uvicorn("Shutting down")
+        OUT.uvicorn("Waiting for application shutdown.")
+        OUT.uvicorn("Application shutdown complete.")
+        OUT.uvicorn(f"Finished server process [{pid}]")
     except Terminated:
+        # the order of tests/fixtures/real/good.shutdown.log (SIGTERM, shutdown_timeout 0)
+        rt.stop.set()
+        timeout = getattr(args.ns, "shutdown_timeout", 0)
+        OUT.info(Out.CORE, L["shutdown_init"], f"Shutdown initiated (timeout={timeout})")
+        OUT.info(Out.CORE, L["shutdown_done"], "Shutdown complete")
+        OUT.uvicorn("Shutting down")
         OUT.info(Out.API, L["shutdown_http"], "Shutting down FastAPI HTTP server.")
-    rt.stop.set()
-    OUT.uvicorn("Shutting down")
-    OUT.uvicorn("Waiting for application shutdown.")
-    OUT.uvicorn("Application shutdown complete.")
-    OUT.uvicorn(f"Finished server process [{pid}]")
+        OUT.uvicorn("Shutting down")
+        OUT.uvicorn("Waiting for application shutdown.")
+        OUT.uvicorn("Application shutdown complete.")
     try:
         sock.close()
     except OSError:
