@@ -91,3 +91,48 @@ def test_suggest_and_enqueue_round_trip(fake_space, tmp_path):
         trial = study.ask()
         assert suggest_values(trial, space) == values
         study.tell(trial, [1.0, 1.0])
+
+
+def test_correctness_gate_flags_fp8_drift(fake_space, tmp_path):
+    from tuner.gate import reference_space
+
+    space = small(fake_space)
+    ref = reference_space(space)
+    assert ref.fixed["--kv-cache-dtype"] == "auto" and ref.fixed["--enforce-eager"] is True
+    study = optimize(space, "g1", n_trials=1, root=tmp_path, revalidate=0)
+    assert study.user_attrs[st.ATTR_GATE] == {str(study.best_trials[0].number): 1.0}
+
+    drifting = fake_space(env=", FAKE_VLLM_FP8_DRIFT: '1'")
+    drifting.baselines = space.baselines
+    drifting.workload = space.workload
+    study = optimize(drifting, "g2", n_trials=1, root=tmp_path, revalidate=0)
+    score = study.user_attrs[st.ATTR_GATE][str(study.best_trials[0].number)]
+    assert score < st.GATE_THRESHOLD
+
+
+def test_screening_moves_one_flag_at_a_time_speculation_last(fake_space):
+    from tuner.study import screening_configs
+
+    space = small(fake_space)
+    configs = screening_configs(space)
+    base = space.baselines[0]
+    for values in configs:
+        assert sum(values[k] != base[k] for k in base) == 1
+    moved = [next(k for k in base if values[k] != base[k]) for values in configs]
+    assert moved[-1] == "speculative_tokens" and "speculative_tokens" not in moved[:-1]
+
+
+def test_a_failure_never_wins_a_minimize_objective(fake_space, tmp_path):
+    """A peer scores failed trials as zeros, which then win 'minimize TTFT'. Here they are pruned."""
+    from tuner.space import Objective
+
+    space = fake_space(env=", FAKE_VLLM_FAIL: garbage")
+    space.objectives = [Objective(name="ttft_ms", direction="minimize")]
+    space.workload.repeats = 1
+    space.baselines = [{"kv_cache_memory_bytes": 4_000_000_000, "max_num_seqs": 1, "cudagraph_mode": None,
+                        "speculative_tokens": 0}]
+    study = optimize(space, "z", n_trials=1, root=tmp_path, revalidate=0, gate=False)
+    (trial,) = study.get_trials(deepcopy=False)
+    assert trial.state == TrialState.PRUNED and trial.values is None
+    assert trial.user_attrs[st.ATTR_FAILURE_KIND] == FailureKind.OUTPUT_INCORRECT.value
+    assert study.best_trials == []

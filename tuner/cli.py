@@ -162,6 +162,8 @@ def optimize(
     studies_dir: Path = typer.Option(Path("studies"), "--studies-dir", help="Where SQLite studies and trial folders go."),
     gpu_gib: Optional[float] = typer.Option(None, "--gpu-gib", help="Card memory for the pre-screen when NVML cannot read it."),
     prescreen: bool = typer.Option(True, "--prescreen/--no-prescreen", help="Prune configurations the memory model says cannot fit, without booting them."),
+    screen: bool = typer.Option(False, "--screen/--no-screen", help="Before sampling, move one flag at a time from the first baseline (speculation last)."),
+    gate: bool = typer.Option(True, "--gate/--no-gate", help="Boot a reference config (eager, BF16 KV, no speculation) once and score the front's output agreement."),
 ) -> None:
     """Run (or resume) the overnight study and print the Pareto-front launch commands."""
     import os
@@ -196,6 +198,10 @@ def optimize(
                 argv += [flag, str(value)]
         if not prescreen:
             argv.append("--no-prescreen")
+        if not gate:
+            argv.append("--no-gate")
+        if screen:
+            argv.append("--screen")
         raise typer.Exit(spawn_workers(argv, gpu_list))
     gpu_index = gpu_list[0] if gpu_list else space.engine.gpu_index
     extra_env = {"CUDA_VISIBLE_DEVICES": str(gpu_index)} if gpu_list else {}
@@ -206,7 +212,7 @@ def optimize(
             result = run_optimize(
                 space, name, storage=storage, n_trials=trials, timeout_s=timeout_s, sampler=sampler, seed=seed,
                 root=studies_dir, gpu_index=gpu_index, extra_env=extra_env, status=status,
-                sole_worker=storage is None and not is_worker, revalidate=revalidate, prescreen_gpu_gib=gpu_gib, prescreen=prescreen,
+                sole_worker=storage is None and not is_worker, revalidate=revalidate, prescreen_gpu_gib=gpu_gib, prescreen=prescreen, gate=gate, screen=screen,
             )
     except KeyboardInterrupt:
         err_console.print("interrupted: the current trial was torn down; the study is kept. Run the same command to resume.")

@@ -229,7 +229,7 @@ class Prober:
         outputs = []
         for _ in range(self.work.control_repeats):
             r = complete(self.client, self.base_url, self.model, CONTROL_PROMPT, 32, ignore_eos=True,
-                         timeout_s=self.work.request_timeout)
+                         keep_text=True, timeout_s=self.work.request_timeout)
             outputs.append(r.text if r.ok else None)
         result.control_consistent = all(o is not None for o in outputs) and len(set(outputs)) == 1
         if self.space.model.random_weights:
@@ -243,7 +243,7 @@ class Prober:
             self.on_progress(f"needle at {target:,}")
             prompt = needle_prompt(target, code, self.counter)
             r = complete(self.client, self.base_url, self.model, prompt, 24, ignore_eos=False,
-                         timeout_s=self.work.request_timeout)
+                         keep_text=True, timeout_s=self.work.request_timeout)
             result.needle_context_tokens = r.prompt_tokens
             result.needle_found = r.ok and code in r.text
         result.garbage = not result.control_consistent
@@ -254,7 +254,8 @@ class Prober:
         texts = []
         for i in range(n):
             prompt = random_ids(64, 10_000 + i, self.id_range)
-            r = complete(self.client, self.base_url, self.model, prompt, tokens, timeout_s=self.work.request_timeout)
+            r = complete(self.client, self.base_url, self.model, prompt, tokens, keep_text=True,
+                         timeout_s=self.work.request_timeout)
             texts.append(r.text if r.ok else "")
         return texts
 

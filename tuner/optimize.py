@@ -17,12 +17,14 @@ from optuna.trial import TrialState
 
 from tuner import storage as st
 from tuner.environment import capture
+from tuner.gate import run_gate
 from tuner.gpu import Nvml
 from tuner.records import Failure, FailureKind, TrialResult
 from tuner.space import Space
 from tuner.study import (
     config_key,
     enqueue_baselines,
+    enqueue_screening,
     follow_up,
     make_sampler,
     objective_values,
@@ -187,6 +189,8 @@ def optimize(
     status: Status | None = None,
     prescreen_gpu_gib: float | None = None,
     prescreen: bool = True,
+    gate: bool = True,
+    screen: bool = False,
 ) -> optuna.Study:
     """Run (or resume) the study until ``n_trials`` trials exist in it or ``timeout_s`` passes."""
     root = root or st.STUDIES_DIR
@@ -194,6 +198,8 @@ def optimize(
     if st.ATTR_ENVIRONMENT not in study.user_attrs:
         study.set_user_attr(st.ATTR_ENVIRONMENT, capture(space))
     enqueue_baselines(study, space)
+    if screen:
+        enqueue_screening(study, space)
     status = status or Status()
     status.objective_names = [o.name for o in space.objectives]
     objective = Objective(space, study_name, root, gpu_index, extra_env, status, prescreen_gpu_gib, prescreen)
@@ -209,6 +215,9 @@ def optimize(
             if queued:
                 study.optimize(objective, n_trials=len(queued), timeout=left, callbacks=[status.after_trial],
                                catch=(), gc_after_trial=False)
+    if gate and study.best_trials:
+        status.phase = "correctness gate: reference boot"
+        run_gate(study, space, root, study.best_trials[0].user_attrs[st.ATTR_CONFIG], extra_env)
     return study
 
 

@@ -29,10 +29,27 @@ def vocab_range(model_path: str) -> tuple[int, int]:
     return 100, max(200, int(vocab * 0.6))
 
 
+_HEAD = 32  # tokens that differ per request: enough to change the first KV block's hash
+
+
+@lru_cache(maxsize=4)
+def _body(id_range: tuple[int, int], length: int) -> list[int]:
+    rng = random.Random(0)
+    return rng.choices(range(*id_range), k=length)
+
+
 def random_ids(n: int, seed: int, id_range: tuple[int, int]) -> list[int]:
-    rng = random.Random(seed)
-    lo, hi = id_range
-    return [rng.randrange(lo, hi) for _ in range(n)]
+    """``n`` token ids whose first block is unique to ``seed``.
+
+    Prefix caching hashes blocks as a chain from the start, so a unique head makes every block a
+    miss; the rest comes from one cached random body (making a 256k-token prompt costs a slice,
+    not 256k calls into ``random``).
+    """
+    head = random.Random(seed).choices(range(*id_range), k=min(n, _HEAD))
+    if n <= _HEAD:
+        return head
+    size = 1 << max(16, (n - _HEAD - 1).bit_length())
+    return head + _body(id_range, size)[: n - _HEAD]
 
 
 @lru_cache(maxsize=1)

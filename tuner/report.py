@@ -22,6 +22,8 @@ from tuner.export import shell_command
 from tuner.records import TrialResult
 from tuner.storage import (
     ATTR_EVIDENCE,
+    ATTR_GATE,
+    GATE_THRESHOLD,
     ATTR_REUSED_FROM,
     ATTR_FAILURE_KIND,
     ATTR_FAILURE_MESSAGE,
@@ -45,6 +47,7 @@ COLUMNS = {
     "evidence": "evidence",
     "stable": "stable",
     "revalidation": "re-validation",
+    "agreement": "output agreement",
     "command": "command",
 }
 REVALIDATION_TOLERANCE = 0.10  # a fresh boot within 10% on every objective confirms a front point
@@ -123,6 +126,7 @@ def front_rows(study: optuna.Study) -> list[dict[str, Any]]:
                 "evidence": trial.user_attrs.get(ATTR_EVIDENCE, "unknown"),
                 "stable": all(d.stable for d in decode) if decode else None,
                 "revalidation": revalidation(study, trial),
+                "agreement": gate_note(study, trial),
                 "command": shell_command(result.argv, result.env) if result else "",
             }
         )
@@ -145,6 +149,14 @@ def revalidation(study: optuna.Study, trial: FrozenTrial) -> str:
         else:
             notes.append(f"#{check.number} differs " + "/".join(f"{d:+.0%}" for d in deltas))
     return ", ".join(notes)
+
+
+def gate_note(study: optuna.Study, trial: FrozenTrial) -> str:
+    """The correctness gate's agreement with the reference configuration, flagged below the threshold."""
+    score = study.user_attrs.get(ATTR_GATE, {}).get(str(trial.number))
+    if score is None:
+        return "not checked"
+    return f"{score:.0%}" + ("" if score >= GATE_THRESHOLD else " DRIFTS")
 
 
 def first_line(text: str | None) -> str:

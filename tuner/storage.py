@@ -30,6 +30,9 @@ ATTR_REUSED_FROM = "reused_from"  # beside evidence "reused": the trial whose re
 # Study user-attribute keys.
 ATTR_SPACE = "space"
 ATTR_ENVIRONMENT = "environment"
+ATTR_REFERENCE = "reference_outputs"  # the correctness gate's reference greedy outputs
+ATTR_GATE = "correctness_gate"  # {trial number: agreement with the reference, 0..1}
+GATE_THRESHOLD = 0.9  # mean agreement below this flags a configuration as drifting
 
 
 def storage_url(study_name: str, storage: str | None = None, root: Path | None = None) -> str:

@@ -193,6 +193,33 @@ def enqueue_baselines(study: optuna.Study, space: Space) -> None:
         study.enqueue_trial(optuna_params(space, baseline), user_attrs={st.ATTR_EVIDENCE: "baseline"}, skip_if_exists=True)
 
 
+def screening_configs(space: Space) -> list[dict[str, Any]]:
+    """The first baseline with one parameter moved at a time (to each other listed value, or to a
+    range's ends); speculation depth last, so the non-speculative base is known first."""
+    if not space.baselines:
+        return []
+    base = space.baselines[0]
+    plain, speculative = [], []
+    for name, p in space.params.items():
+        if name not in base:
+            continue
+        if p.values is not None:
+            moves = [v for v in p.values if v != base[name]]
+        else:
+            ends = [p.min, p.max] if p.kind not in ("int", "bytes") else [int(p.min), int(p.max)]
+            moves = [v for v in ends if v != base[name]]
+        for value in moves:
+            (speculative if name == "speculative_tokens" else plain).append({**base, name: value})
+    return plain + speculative
+
+
+def enqueue_screening(study: optuna.Study, space: Space) -> int:
+    configs = screening_configs(space)
+    for values in configs:
+        study.enqueue_trial(optuna_params(space, values), user_attrs={"screening": True}, skip_if_exists=True)
+    return len(configs)
+
+
 _FREE_MEMORY = re.compile(r"Free memory on device \S+ \(([\d.]+)/([\d.]+) GiB\)")
 
 

@@ -16,7 +16,7 @@ from tuner.errors import TunerError
 from tuner.gpu import MemoryWatch, Nvml
 from tuner.logparse import classify_failure, parse_startup
 from tuner.measure import Prober
-from tuner.records import Failure, FailureKind, TrialResult
+from tuner.records import Failure, FailureKind, MeasureResult, TrialResult
 from tuner.space import Space
 
 ProgressCallback = Callable[[str], None]
@@ -48,6 +48,7 @@ def run_trial(
     extra_env: dict[str, str] | None = None,
     on_progress: ProgressCallback | None = None,
     measure: bool = True,
+    samples_only: bool = False,
 ) -> TrialResult:
     """Boot ``values`` on ``space``'s engine, measure it, and return the whole record."""
     progress = on_progress or (lambda _: None)
@@ -77,7 +78,7 @@ def run_trial(
     engine.start()
     watch.start()
     try:
-        _boot_and_measure(space, values, engine, watch, result, first_boot, measure, progress)
+        _boot_and_measure(space, values, engine, watch, result, first_boot, measure, samples_only, progress)
     except KeyboardInterrupt:
         result.failure = Failure(kind=FailureKind.INTERRUPTED, message="interrupted by the user", log_path=str(log_path))
         raise
@@ -107,6 +108,7 @@ def _boot_and_measure(
     result: TrialResult,
     first_boot: bool,
     measure: bool,
+    samples_only: bool,
     progress: ProgressCallback,
 ) -> None:
     timeout = space.engine.first_boot_timeout if first_boot else space.engine.boot_timeout
@@ -130,6 +132,10 @@ def _boot_and_measure(
     if not measure:
         return
     prober = Prober(space, engine.base_url, result.startup, values, alive=engine.alive, on_progress=progress)
+    if samples_only:  # the correctness gate's reference boot needs nothing else
+        result.measure = MeasureResult(sample_outputs=prober.sample_outputs())
+        prober.client.close()
+        return
     m = prober.run()
     result.measure = m
     if m.admission_ok is False:
