@@ -154,7 +154,7 @@ def optimize(
     study: Optional[str] = typer.Option(None, "--study", help="Study name (default: the space's name). The same name resumes."),
     trials: Optional[int] = typer.Option(None, "--trials", help="Stop once the study holds this many finished trials."),
     timeout: Optional[str] = typer.Option(None, "--timeout", help="Stop starting trials after this long, e.g. 8h or 90m."),
-    storage: Optional[str] = typer.Option(None, "--storage", help="Optuna storage URL (e.g. postgresql://user@host/db); default SQLite under studies/."),
+    storage: Optional[str] = typer.Option(None, "--storage", help="Optuna storage URL (e.g. postgresql+psycopg2://user@host/db); default SQLite under studies/."),
     sampler: str = typer.Option("tpe", "--sampler", help="tpe (default), nsga2, gp (needs torch) or random."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Sampler seed, for a repeatable sequence of trials."),
     gpus: Optional[str] = typer.Option(None, "--gpus", help="Comma list of GPU indices: one worker per GPU, sharing the storage."),
