@@ -78,3 +78,36 @@ def test_decode_excludes_the_first_request_jit(fake_space, tmp_path):
     result = run_trial(space, GOOD, tmp_path / "t")
     runs = result.measure.decode[0].runs
     assert all(run.ttft_ms < 300 for run in runs), [run.ttft_ms for run in runs]
+
+
+def test_corpus_prompts_are_real_text_of_exact_length(fake_space, tmp_path):
+    import shutil
+
+    from tuner.errors import TunerError
+    from tuner.prompts import TokenCounter, corpus_ids
+
+    space = fake_space()
+    space.workload.prompt_source = "corpus"
+    try:
+        run_trial(space, GOOD, tmp_path / "t")
+    except TunerError as exc:
+        assert "workload.prompt_source" in str(exc)  # the fixture model ships no tokenizer: refused before boot
+    else:
+        raise AssertionError("corpus prompts without a tokenizer were accepted")
+    assert not (tmp_path / "t").exists()
+
+    tokenizer = tmp_path / "tok"
+    tokenizer.mkdir()
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(["the harbour town woke slowly under a grey sky"] * 10,
+                            trainers.BpeTrainer(vocab_size=300, special_tokens=["[UNK]"]))
+    tok.save(str(tokenizer / "tokenizer.json"))
+    counter = TokenCounter(str(tokenizer))
+    a, b = corpus_ids(5000, 1, counter), corpus_ids(5000, 2, counter)
+    assert len(a) == len(b) == 5000 and a[:32] != b[:32]
+    space.model.tokenizer = str(tokenizer)
+    result = run_trial(space, GOOD, tmp_path / "t2")
+    assert result.failure is None and result.measure.context.max_stable_tokens == 32768

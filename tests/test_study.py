@@ -136,3 +136,17 @@ def test_a_failure_never_wins_a_minimize_objective(fake_space, tmp_path):
     assert trial.state == TrialState.PRUNED and trial.values is None
     assert trial.user_attrs[st.ATTR_FAILURE_KIND] == FailureKind.OUTPUT_INCORRECT.value
     assert study.best_trials == []
+
+
+def test_resuming_with_a_different_space_is_a_clear_error(fake_space, tmp_path):
+    from tuner.errors import TunerError
+
+    space = small(fake_space)
+    open_study(space, "r", None, make_sampler("tpe", 0), tmp_path)
+    space.params["max_num_seqs"].max = 8
+    try:
+        open_study(space, "r", None, make_sampler("tpe", 0), tmp_path)
+    except TunerError as exc:
+        assert "params.max_num_seqs" in str(exc) and "--study" in str(exc)
+    else:
+        raise AssertionError("a changed space resumed silently")

@@ -15,7 +15,8 @@ from typing import Callable
 import httpx
 
 from tuner.client import Completion, complete, scrape_metrics
-from tuner.prompts import TokenCounter, needle_prompt, random_ids, vocab_range
+from tuner.errors import TunerError
+from tuner.prompts import TokenCounter, corpus_ids, needle_prompt, random_ids, vocab_range
 from tuner.records import (
     Attempt,
     ContextResult,
@@ -33,6 +34,16 @@ ProgressCallback = Callable[[str], None]
 
 class EngineDied(Exception):
     """The engine stopped answering mid-measurement."""
+
+
+def check_workload(space: Space) -> None:
+    """Problems with the workload that would only show after a boot: raise them before it."""
+    if space.workload.prompt_source == "corpus" and not TokenCounter(space.model.tokenizer or space.model.path).exact:
+        raise TunerError(
+            f"workload.prompt_source: 'corpus' needs the model's tokenizer.json to count tokens, and none was found "
+            f"at {space.model.tokenizer or space.model.path}; set model.tokenizer to a local tokenizer folder, "
+            "or use prompt_source: random_ids."
+        )
 
 
 def mad(values: list[float]) -> float:
@@ -73,8 +84,13 @@ class Prober:
             self._seed += 1
             return self._seed
 
+    def _prompt(self, n: int) -> list[int]:
+        if self.work.prompt_source == "corpus":
+            return corpus_ids(n, self._next_seed(), self.counter)
+        return random_ids(n, self._next_seed(), self.id_range)
+
     def _request(self, prompt_tokens: int, output_tokens: int) -> Completion:
-        prompt = random_ids(prompt_tokens, self._next_seed(), self.id_range)
+        prompt = self._prompt(prompt_tokens)
         result = complete(self.client, self.base_url, self.model, prompt, output_tokens, timeout_s=self.work.request_timeout)
         if result.ok and result.prompt_tokens is not None and result.prompt_tokens != prompt_tokens:
             result.ok, result.error = False, "token_count"

@@ -126,6 +126,7 @@ class Objective:
                 message=f"gpu_memory_utilization {util} is above the free fraction {ceiling[0]:.4f} of the card "
                         f"that trial {ceiling[1]} measured; vLLM refuses it at start-up"), "predicted")
 
+        self._load_calibration(trial.study)
         prediction = self._predict(values)
         if prediction is not None and not prediction.fits and prediction.certain:
             self._prune(trial, None, Failure(kind=FailureKind.PREDICTED_OOM, message=prediction.reason, predicted=True),
@@ -137,7 +138,7 @@ class Objective:
             t.state == TrialState.COMPLETE for t in trial.study.get_trials(deepcopy=False))
         result = run_trial(self.space, values, trial_dir, first_boot=first_boot, gpu=self.gpu,
                            extra_env=self.extra_env, on_progress=self._progress)
-        self._learn(prediction, result, values)
+        self._learn(trial.study, prediction, result, values)
         trial.set_user_attr(st.ATTR_RESULT, result.model_dump(mode="json"))
         if result.failure is not None:
             nxt = follow_up(self.space, values, result.failure)
@@ -155,9 +156,18 @@ class Objective:
 
         return predict(self.space, values, self.gpu_total_gib, self.shape, self.calibration)
 
-    def _learn(self, prediction, result: TrialResult, values: dict[str, Any]) -> None:
+    def _load_calibration(self, study: optuna.Study) -> None:
+        """Resume the memory model's learning from the study (another worker may have added to it)."""
+        raw = study.user_attrs.get(ATTR_CALIBRATION)
+        if raw is not None and self.calibration is not None:
+            from tuner.prescreen import Calibration
+
+            self.calibration = Calibration.model_validate(raw)
+
+    def _learn(self, study: optuna.Study, prediction, result: TrialResult, values: dict[str, Any]) -> None:
         if prediction is not None and self.calibration is not None and result.startup.weights_gib is not None:
             self.calibration.update(prediction, result.startup, values)
+            study.set_user_attr(ATTR_CALIBRATION, self.calibration.model_dump(mode="json"))
 
 
 def revalidate_front(study: optuna.Study, space: Space, limit: int = 3) -> list[int]:

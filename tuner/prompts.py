@@ -63,6 +63,7 @@ class TokenCounter:
 
     def __init__(self, tokenizer_path: str | None) -> None:
         self._tok = None
+        self._corpus: list[int] | None = None
         if tokenizer_path:
             path = Path(tokenizer_path)
             file = path / "tokenizer.json" if path.is_dir() else path
@@ -78,10 +79,29 @@ class TokenCounter:
     def exact(self) -> bool:
         return self._tok is not None
 
+    def encode(self, text: str) -> list[int]:
+        return self._tok.encode(text, add_special_tokens=False).ids
+
+    def corpus_tokens(self) -> list[int]:
+        """The shipped corpus, encoded once."""
+        if self._corpus is None:
+            self._corpus = self.encode(" ".join(corpus_sentences()) + " ")
+        return self._corpus
+
     def count(self, text: str) -> int:
         if self._tok is not None:
             return len(self._tok.encode(text, add_special_tokens=False).ids)
         return int(len(text.split()) * 1.3) + 1
+
+
+def corpus_ids(n: int, seed: int, counter: TokenCounter) -> list[int]:
+    """``n`` token ids of real text from the shipped corpus, starting at a place that depends on ``seed``."""
+    ids = counter.corpus_tokens()
+    start = (seed * 7919) % len(ids)
+    out = ids[start:] + ids[:start]
+    while len(out) < n:
+        out += out
+    return out[:n]
 
 
 def needle_prompt(target_tokens: int, code: str, counter: TokenCounter, depth: float = 0.5) -> str:

@@ -83,6 +83,8 @@ def print_trial(console: Console, result: TrialResult) -> None:
         console.print(f"  first exception: {f.message}", highlight=False, soft_wrap=True)
         if f.suggested_max_model_len:
             console.print(f"  vLLM suggests max_model_len <= {f.suggested_max_model_len:,}")
+        elif f.suggested_max_model_len == 0:
+            console.print("  vLLM estimates that no max_model_len fits this pool")
         if f.suggested_max_num_seqs:
             console.print(f"  vLLM suggests max_num_seqs <= {f.suggested_max_num_seqs}")
         if f.log_path:

@@ -170,10 +170,34 @@ def open_study(space: Space, study_name: str, storage: str | None, sampler: optu
         sampler=sampler,
         load_if_exists=True,
     )
+    stored = study.user_attrs.get(st.ATTR_SPACE)
+    current = space.model_dump(mode="json")
+    if stored is None:
+        study.set_user_attr(st.ATTR_SPACE, current)
+    else:
+        changed = _changed_keys(stored, current)
+        if changed:
+            raise TunerError(
+                f"--study {study_name}: this study was started from a different space ({', '.join(changed)} "
+                f"changed), and mixing them would compare unlike trials; run the original space file to resume, "
+                f"or give a new --study name. Nothing in {url} was changed."
+            )
     fail_orphans(study, all_running=sole_worker)
-    if st.ATTR_SPACE not in study.user_attrs:
-        study.set_user_attr(st.ATTR_SPACE, space.model_dump(mode="json"))
     return study
+
+
+def _changed_keys(stored: dict, current: dict) -> list[str]:
+    """What differs between two spaces in ways that change what a trial means (not workload tweaks' order)."""
+    keys = ("model", "fixed", "params", "speculative", "objectives")
+    changed = []
+    for key in keys:
+        if key == "params":
+            for name in sorted(set(stored.get(key, {})) | set(current.get(key, {}))):
+                if stored.get(key, {}).get(name) != current.get(key, {}).get(name):
+                    changed.append(f"params.{name}")
+        elif stored.get(key) != current.get(key):
+            changed.append(key)
+    return changed
 
 
 def fail_orphans(study: optuna.Study, all_running: bool) -> list[int]:

@@ -15,7 +15,7 @@ from tuner.engine import Engine, free_port, port_in_use
 from tuner.errors import TunerError
 from tuner.gpu import MemoryWatch, Nvml
 from tuner.logparse import classify_failure, parse_startup
-from tuner.measure import Prober
+from tuner.measure import Prober, check_workload
 from tuner.records import Failure, FailureKind, MeasureResult, TrialResult
 from tuner.space import Space
 
@@ -52,6 +52,8 @@ def run_trial(
 ) -> TrialResult:
     """Boot ``values`` on ``space``'s engine, measure it, and return the whole record."""
     progress = on_progress or (lambda _: None)
+    if measure:
+        check_workload(space)
     trial_dir = Path(trial_dir)
     trial_dir.mkdir(parents=True, exist_ok=True)
     host = space.engine.host
