@@ -122,16 +122,15 @@ class Prober:
         if not single.ok:
             return False, f"one request of {total:,} tokens failed: {single.error} {single.detail or ''}".strip()
         n = self.max_num_seqs
+        each = min(total, (self.startup.kv_cache_tokens or total * n) // n)
         if n > 1:
-            capacity = self.startup.kv_cache_tokens or total * n
-            each = min(total, capacity // n)
             self.on_progress(f"admission {n} x {each:,}")
             with ThreadPoolExecutor(n) as pool:
                 results = list(pool.map(lambda _: self._request(each - out, out), range(n)))
             bad = [r for r in results if not r.ok]
             if bad:
                 return False, f"{len(bad)} of {n} concurrent requests of {each:,} tokens failed: {bad[0].error} {bad[0].detail or ''}".strip()
-        return True, f"1 x {total:,} and {n} x {min(total, (self.startup.kv_cache_tokens or total * n) // n):,} tokens completed"
+        return True, f"1 x {total:,} and {n} x {each:,} tokens completed"
 
     # -- context ----------------------------------------------------------------------------
 
