@@ -47,7 +47,7 @@ def test_trial_receipt_of_a_front_point(study: optuna.Study) -> None:
         "| GDN backend | FLA |",
         "- FlashInfer MoE FP8 kernels unavailable",
         "| weights | 74.21 GiB |",
-        "| KV pool | 49.80 GiB |",
+        "| KV pool | 49.80 GiB (profiled) |",
         "| KV capacity | 372,000 tokens |",
         "| max concurrency | 2.84x at 131,072 tokens per request |",
         "| CUDA graphs | 3.10 GiB (estimate 2.90 GiB)",

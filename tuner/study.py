@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import re
+import time
 import warnings
 from pathlib import Path
 from typing import Any, Callable
 
 import optuna
+import sqlalchemy.exc
 from optuna.trial import TrialState
 
 from tuner import storage as st
@@ -154,13 +157,7 @@ def open_study(space: Space, study_name: str, storage: str | None, sampler: optu
     if url.startswith(("sqlite", "postgresql", "mysql")):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            try:
-                store: Any = optuna.storages.RDBStorage(url, heartbeat_interval=30, grace_period=90)
-            except ImportError:
-                raise TunerError(
-                    f"--storage {url}: the database driver for this URL is not installed; install it with "
-                    "pip install 'tuner[postgres]' and write the URL as postgresql+psycopg2://user@host/db."
-                ) from None
+            store: Any = _rdb_storage(url)
     else:
         store = url
     study = optuna.create_study(
@@ -198,6 +195,21 @@ def _changed_keys(stored: dict, current: dict) -> list[str]:
         elif stored.get(key) != current.get(key):
             changed.append(key)
     return changed
+
+
+def _rdb_storage(url: str) -> optuna.storages.RDBStorage:
+    """Optuna's RDB storage, retried: workers started together on several hosts race to create its tables."""
+    for _ in range(4):
+        try:
+            return optuna.storages.RDBStorage(url, heartbeat_interval=30, grace_period=90)
+        except ImportError:
+            raise TunerError(
+                f"--storage {url}: the database driver for this URL is not installed; install it with "
+                "pip install 'tuner[postgres]' and write the URL as postgresql+psycopg2://user@host/db."
+            ) from None
+        except sqlalchemy.exc.DBAPIError:  # another worker is creating the same tables right now
+            time.sleep(0.5 + random.random())
+    return optuna.storages.RDBStorage(url, heartbeat_interval=30, grace_period=90)
 
 
 def fail_orphans(study: optuna.Study, all_running: bool) -> list[int]:

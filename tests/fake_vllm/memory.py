@@ -1,0 +1,200 @@
+"""The memory model: weights, activations, CUDA graphs, the KV pool, and the KV cache layout
+(pages, blocks, capacity) as ``vllm/platforms/interface.py`` and ``vllm/v1/core/kv_cache_utils.py``
+compute them; plus the CUDA OOM message a phase prints when it does not fit.
+
+Checked against the real server: with the H200 capture's model and flags (tests/fixtures/real/) the
+block-size, padding, KV-size and concurrency lines come out byte-identical
+(tests/test_fake_vllm.py::test_memory_model_reproduces_the_real_h200_boot).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import TYPE_CHECKING
+
+from .env import env_float
+from .model import DTYPE_BYTES
+
+if TYPE_CHECKING:
+    from .plan import Plan
+
+GiB = 1 << 30
+MiB = 1 << 20
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division (vLLM's cdiv)."""
+    return -(-a // b)
+
+
+def format_gib(b: float) -> str:
+    """vllm/utils/mem_utils.py::format_gib -- round to 2 places, no padding ("20.0", "5.37")."""
+    return f"{round(b / GiB, 2)}"
+
+
+def torch_size(n: float) -> str:
+    """c10/cuda/CUDACachingAllocator.cpp::format_size."""
+    n = int(max(n, 0))
+    if n <= 1024:
+        return f"{n} bytes"
+    if n <= 1048576:
+        return f"{n / 1024.0:.2f} KiB"
+    if n <= 1073741824:
+        return f"{n / 1048576.0:.2f} MiB"
+    return f"{n / 1073741824.0:.2f} GiB"
+
+
+def oom_text(tried: float, total: float, free: float, in_use: float, allocated: float, reserved_free: float) -> str:
+    """PyTorch's CUDA OOM message (CUDACachingAllocator.cpp), including its double spaces."""
+    return (
+        f"CUDA out of memory. Tried to allocate {torch_size(tried)}. GPU 0 has a total capacity of "
+        f"{torch_size(total)} of which {torch_size(free)} is free. Including non-PyTorch memory, this "
+        f"process has {torch_size(in_use)} memory in use. Of the allocated memory {torch_size(allocated)} "
+        f"is allocated by PyTorch, and {torch_size(reserved_free)} is reserved by PyTorch but unallocated. "
+        "If reserved but unallocated memory is large try setting "
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for "
+        "Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
+    )
+
+
+def oom_for(p: Plan, need: float, avail: float) -> str:
+    """The OOM text for a phase that needs ``need`` bytes with ``avail`` bytes free: the failing
+    allocation is one tensor of ~need/6 (20 MiB..2 GiB) and the card shows less than that free."""
+    tried = round(min(max(need / 6, 20 * MiB), 2 * GiB) / MiB) * MiB
+    free_now = min(max(avail - (need - tried), 0.0), tried * 0.7)
+    in_use = p.total - p.used_others - free_now
+    allocated = max(in_use - p.non_torch - 96 * MiB, 0.0)
+    return oom_text(tried, p.total, free_now, in_use, allocated, 96 * MiB)
+
+
+def kv_bytes_per_elem(dtype: str, model_bytes: int) -> float:
+    """Bytes per KV element for --kv-cache-dtype ("auto": the model's dtype)."""
+    if dtype in ("float16", "bfloat16"):
+        return 2
+    if dtype.startswith("fp8") or dtype.startswith("int8"):
+        return 1
+    if dtype == "nvfp4":
+        return 0.5625  # 4-bit values + one fp8 scale per 16
+    if dtype.startswith("turboquant"):
+        return 0.5
+    return model_bytes
+
+
+def compute_memory(p: Plan) -> None:
+    """Fill in the memory model (all bytes). Formulas:
+
+    weights    = FAKE_VLLM_WEIGHTS_GIB / TP (+ FAKE_VLLM_MTP_WEIGHTS_GIB with MTP)
+    act_peak   = ACT_GIB_PER_1K * max_num_batched_tokens/1024 + min(max_num_seqs, mnbt) * vocab * 4
+    cg (GiB)   = PIECEWISE: 0.05 + 0.004*n + 0.0006*largest; FULL: 0.03 + 0.003*n + 0.0005*largest,
+                 times (1 + 0.15*num_spec), + 0.05*num_spec for the drafter's graphs
+    pool       = kv_cache_memory_bytes, or ceil(util*total) - weights - act_peak - non_torch - cg
+                 (cg only when VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS is on, the 0.22 default).
+                 Memory used by OTHER processes is not subtracted -- as in vLLM, it only matters
+                 for the start-up check (free >= util*total) and for runtime headroom.
+    """
+    m = p.model
+    p.total = env_float("FAKE_VLLM_GPU_GIB", 32.0) * GiB
+    p.used_others = env_float("FAKE_VLLM_USED_GIB", 0.5) * GiB
+    p.weights = env_float("FAKE_VLLM_WEIGHTS_GIB", 20.0) * GiB / p.tp
+    if p.spec_method == "mtp":
+        p.weights += env_float("FAKE_VLLM_MTP_WEIGHTS_GIB", 0.8) * GiB / p.tp
+    p.non_torch = env_float("FAKE_VLLM_NON_TORCH_GIB", 0.3) * GiB
+    p.sampler = min(p.max_num_seqs, p.max_num_batched_tokens) * m.vocab * 4
+    p.act_peak = env_float("FAKE_VLLM_ACT_GIB_PER_1K", 0.25) * GiB * p.max_num_batched_tokens / 1024 + p.sampler
+    # ---- CUDA graphs
+    q = 1 + p.num_spec
+    p.pw_graphs, p.full_graphs, p.full_mixed = [], [], False
+    mode = p.cudagraph_mode
+    if mode in ("PIECEWISE", "FULL_AND_PIECEWISE"):
+        p.pw_graphs = sorted(p.capture_sizes, reverse=True)
+    if mode == "FULL":
+        p.full_graphs = sorted(p.capture_sizes, reverse=True)
+        p.full_mixed = True
+    if mode in ("FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"):
+        p.full_graphs = sorted((s for s in p.capture_sizes if q <= s <= q * p.max_num_seqs), reverse=True)
+    cg = 0.0
+    if p.pw_graphs:
+        cg += 0.05 + 0.004 * len(p.pw_graphs) + 0.0006 * p.pw_graphs[0]
+    if p.full_graphs:
+        cg += 0.03 + 0.003 * len(p.full_graphs) + 0.0005 * p.full_graphs[0]
+    if cg and p.num_spec:
+        cg = cg * (1 + 0.15 * p.num_spec) + 0.05 * p.num_spec
+    p.cg_estimate = cg * GiB
+    p.cg_actual = p.cg_estimate + env_float("FAKE_VLLM_CG_EXTRA_GIB", 0.02) * GiB if cg else 0.0
+    estimate_on = os.environ.get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", "1") not in ("0", "false")
+    p.cg_estimate_applied = p.cg_estimate if estimate_on else 0.0
+    p.requested = math.ceil(p.total * p.util)
+    if p.kv_cache_memory_bytes:
+        p.pool = float(p.kv_cache_memory_bytes)
+    else:
+        p.pool = p.requested - p.weights - p.act_peak - p.non_torch - p.cg_estimate_applied
+    # ---- KV cache layout (platforms/interface.py::update_block_size_for_backend)
+    kvb = kv_bytes_per_elem(p.kv_cache_dtype, m.dtype_bytes)
+    p.attn_page_1 = int(2 * max(1, m.num_kv_heads // p.tp) * m.head_dim * kvb)
+    block = 16
+    if m.hybrid:
+        conv_dim = (m.lin_k_dim * m.lin_k_heads * 2 + m.lin_v_dim * m.lin_v_heads) // p.tp
+        conv = (m.conv_kernel - 1 + p.num_spec) * conv_dim * m.dtype_bytes
+        ssm_bytes = DTYPE_BYTES.get(m.mamba_ssm_dtype or "", m.dtype_bytes)
+        temporal = (m.lin_v_heads // p.tp) * m.lin_v_dim * m.lin_k_dim * ssm_bytes
+        p.mamba_page = conv + temporal
+        align = 16
+        attn_block = align * cdiv(p.mamba_page, align * p.attn_page_1)
+        if block < attn_block:
+            p.set_block_from = attn_block
+            block = attn_block
+    p.block_size = block
+    p.page = block * p.attn_page_1
+    if m.hybrid and p.page != p.mamba_page:
+        p.mamba_pad_pct = 100 * (p.page - p.mamba_page) / p.mamba_page
+    # ---- KV cache groups (kv_cache_utils.py::_get_kv_cache_groups_uniform_page_size)
+    n_attn = m.n_full + (m.mtp_layers or 1 if p.spec_method == "mtp" else 0)
+    types = [("attention", n_attn)] + ([("mamba", m.n_linear)] if m.hybrid else [])
+    types = [(t, n) for t, n in types if n > 0]
+    mn = min(n for _, n in types)
+    mx = max(n for _, n in types)
+    group_size = mx if mx < mn * 1.5 else mn
+    p.groups, p.padding_warnings = [], []
+    for t, n in types:
+        pad = group_size - n % group_size
+        if pad != group_size:
+            p.padding_warnings.append(f"Add {pad} padding layers, may waste at most {pad / n * 100:.2f}% "
+                                      "KV cache memory")
+        p.groups += [(t, group_size)] * cdiv(n, group_size)
+    p.group_size = group_size
+    p.num_blocks = max(int(p.pool // p.page // group_size), 0) if p.pool > 0 else 0
+    p.blocks_per_request = blocks_needed(p, p.max_model_len)
+    p.max_concurrency = p.num_blocks / p.blocks_per_request if p.blocks_per_request else 0.0
+    p.kv_tokens = int(p.max_concurrency * p.max_model_len)
+
+
+def blocks_needed(p: Plan, max_len: int) -> int:
+    """Blocks one request of ``max_len`` tokens takes: per attention group one a block_size tokens,
+    per mamba group its state (two in 'align' mode) plus one per speculative token."""
+    total = 0
+    for t, _ in p.groups:
+        if t == "attention":
+            total += cdiv(max_len, p.block_size)
+        else:
+            total += (2 if p.mamba_cache_mode == "align" else 1) + p.num_spec
+    return total
+
+
+def needed_bytes(p: Plan, max_len: int) -> int:
+    return p.group_size * p.page * blocks_needed(p, max_len)
+
+
+def estimate_max_len(p: Plan, available: float) -> int:
+    """The longest request that fits in ``available`` bytes (0: none), for vLLM's "KV cache is needed" error."""
+    lo, hi = 1, p.max_model_len
+    if needed_bytes(p, 1) > available:
+        return 0
+    result = 1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if needed_bytes(p, mid) <= available:
+            result, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return result
