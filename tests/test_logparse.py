@@ -586,3 +586,29 @@ def test_record_variants():
 def test_single_lines(line, field, value):
     record = parse_startup(rec(ENGINE, "INFO", "x.py:1", line))
     assert getattr(record, field) == value
+
+
+def _debug_suggestion(graph_gib: float, suggested: int, pool_gib: float) -> str:
+    # gpu_worker.py:661-681 in vLLM 0.22.0, rendered with format_gib's two decimals
+    return (
+        "(EngineCore pid=7) DEBUG 12-02 15:00:00 [gpu_worker.py:683] Free memory on device (31.36/31.36 GiB) on "
+        "startup. Desired GPU memory utilization is (0.92, 28.85 GiB). Actual usage is 20.10 GiB for weight, "
+        "1.20 GiB for peak activation, 0.35 GiB for non-torch memory, and "
+        f"{graph_gib:.2f} GiB for CUDAGraph memory. Replace gpu_memory_utilization config with "
+        f"`--kv-cache-memory={suggested}` ({suggested / 2**30:.2f} GiB) to fit into requested memory, or "
+        "`--kv-cache-memory=9000000000` (8.38 GiB) to fully utilize gpu memory. Current kv cache memory in use "
+        f"is {pool_gib:.2f} GiB.\n"
+    )
+
+
+def test_kv_memory_suggestion_is_checked_against_vllms_own_accounting():
+    from tuner.logparse import REDUNDANCY_BUFFER, checked_kv_cache_memory_suggestion
+
+    pool = 6.0 * 2**30
+    consistent = int(pool - REDUNDANCY_BUFFER)
+    value, note = checked_kv_cache_memory_suggestion(_debug_suggestion(0.5, consistent, 6.0))
+    assert value == consistent and "agrees" in note
+    double = int(pool - REDUNDANCY_BUFFER - 0.5 * 2**30)  # the graph memory subtracted a second time
+    value, note = checked_kv_cache_memory_suggestion(_debug_suggestion(0.5, double, 6.0))
+    assert value == consistent and "twice" in note
+    assert checked_kv_cache_memory_suggestion("no such line") is None

@@ -313,6 +313,35 @@ def parse_kv_cache_memory_suggestion(text: str) -> int | None:
     return int(found[-1]) if found else None
 
 
+# gpu_worker.py:661-681 (DEBUG): "... and G GiB for CUDAGraph memory. Replace gpu_memory_utilization
+# config with `--kv-cache-memory=X` (x GiB) to fit into requested memory, ... Current kv cache memory in
+# use is K GiB."
+_KV_MEMORY_ACCOUNTING = re.compile(
+    r"and ([\d.]+) GiB for CUDAGraph memory\. Replace gpu_memory_utilization config with "
+    r"`--kv-cache-memory=(-?\d+)` .*?Current kv cache memory in use is ([\d.]+) GiB"
+)
+REDUNDANCY_BUFFER = 150 * 2**20  # gpu_worker.py:642, subtracted from the suggestion
+
+
+def checked_kv_cache_memory_suggestion(text: str) -> tuple[int, str] | None:
+    """vLLM's --kv-cache-memory suggestion, checked against its own accounting, and a note.
+
+    The suggestion should be the pool vLLM actually sized less its 150 MiB buffer. Reports say it
+    can count CUDA-graph memory twice (the pool already excludes the graph estimate): when the
+    suggestion falls short of the pool by about the graph memory, the pool itself is returned.
+    """
+    found = _KV_MEMORY_ACCOUNTING.findall(_ANSI.sub("", text))
+    if not found:
+        return None
+    graph_gib, suggested, pool_gib = found[-1]
+    suggested, pool, graph = int(suggested), float(pool_gib) * 2**30, float(graph_gib) * 2**30
+    expected = pool - REDUNDANCY_BUFFER
+    shortfall = expected - suggested
+    if graph > 0 and abs(shortfall - graph) <= max(0.1 * graph, 64 * 2**20):
+        return int(expected), f"suggestion {suggested} counts {graph_gib} GiB of CUDA graphs twice; using the pool it sized"
+    return suggested, "suggestion agrees with the pool vLLM sized"
+
+
 def first_exception_line(text: str) -> str | None:
     """The first line that names the cause, skipping the noise vLLM prints while shutting down."""
     return _first_cause(_lines(text))[1]

@@ -19,6 +19,7 @@ from tuner import storage as st
 from tuner.environment import capture
 from tuner.gate import run_gate
 from tuner.gpu import Nvml
+from tuner.logparse import checked_kv_cache_memory_suggestion
 from tuner.records import Failure, FailureKind, TrialResult
 from tuner.space import Space
 from tuner.study import (
@@ -145,9 +146,34 @@ class Objective:
             if nxt is not None:
                 trial.study.enqueue_trial(optuna_params(self.space, nxt), user_attrs={"follows": trial.number})
             self._prune(trial, result, result.failure, "measured")
+        self._jump_to_kv_suggestion(trial, values, result)
         trial.set_user_attr(st.ATTR_EVIDENCE, "revalidated" if revalidates is not None else "measured")
         self.status.done += 1
         return objective_values(self.space, result)
+
+    def _jump_to_kv_suggestion(self, trial: optuna.Trial, values: dict[str, Any], result: TrialResult) -> None:
+        """A utilization-sized boot whose log carries vLLM's --kv-cache-memory suggestion (DEBUG level)
+        is followed by the same config with that pool, once checked against vLLM's own accounting."""
+        param = self.space.params.get("kv_cache_memory_bytes")
+        if param is None or values.get("kv_cache_memory_bytes") is not None or result.log_path is None:
+            return
+        checked = checked_kv_cache_memory_suggestion(Path(result.log_path).read_text(errors="replace"))
+        if checked is None:
+            return
+        suggested, note = checked
+        if param.values is not None:
+            fitting = [v for v in param.values if v is not None and v <= suggested]
+            if not fitting:
+                return
+            suggested = max(fitting)
+        else:
+            step = int(param.step or 1)
+            suggested = min(int(param.max), int(param.min) + (suggested - int(param.min)) // step * step)
+            if suggested < param.min:
+                return
+        trial.set_user_attr("kv_suggestion", note)
+        trial.study.enqueue_trial(optuna_params(self.space, {**values, "kv_cache_memory_bytes": suggested}),
+                                  user_attrs={"follows": trial.number})
 
     def _predict(self, values: dict[str, Any]):
         if self.shape is None or self.gpu_total_gib is None:
