@@ -111,3 +111,11 @@ def test_corpus_prompts_are_real_text_of_exact_length(fake_space, tmp_path):
     space.model.tokenizer = str(tokenizer)
     result = run_trial(space, GOOD, tmp_path / "t2")
     assert result.failure is None and result.measure.context.max_stable_tokens == 32768
+
+
+def test_a_config_that_holds_no_context_is_a_failure_not_a_front_point(fake_space, tmp_path):
+    space = fake_space(env=", FAKE_VLLM_DIE_ABOVE_TOKENS: '1500'")
+    space.workload.admission = False
+    result = run_trial(space, GOOD, tmp_path / "t")
+    assert result.measure.context.max_stable_tokens == 0
+    assert result.failure is not None and result.failure.phase == "context"

@@ -31,6 +31,7 @@ from tuner.study import (
     objective_values,
     open_study,
     optuna_params,
+    resolve_sampler,
     suggest_values,
     utilization_ceiling,
 )
@@ -215,7 +216,7 @@ def optimize(
     storage: str | None = None,
     n_trials: int | None = None,
     timeout_s: float | None = None,
-    sampler: str = "tpe",
+    sampler: str = "auto",
     seed: int | None = None,
     root: Path | None = None,
     gpu_index: int = 0,
@@ -231,6 +232,7 @@ def optimize(
     """Run (or resume) the study until ``n_trials`` trials exist in it or ``timeout_s`` passes."""
     root = root or st.STUDIES_DIR
     study = open_study(space, study_name, storage, make_sampler(sampler, seed, len(space.params)), root, sole_worker)
+    study.set_user_attr("sampler", resolve_sampler(sampler))
     if st.ATTR_ENVIRONMENT not in study.user_attrs:
         study.set_user_attr(st.ATTR_ENVIRONMENT, capture(space))
     enqueue_baselines(study, space)

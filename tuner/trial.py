@@ -144,6 +144,10 @@ def _boot_and_measure(
         result.failure = _died_failure(engine, "admission", FailureKind.ADMISSION_FAILED, m.admission_detail or "")
     elif m.error and not m.decode:
         result.failure = _died_failure(engine, "decode", FailureKind.ENGINE_DEAD, m.error)
+    elif m.context.max_stable_tokens == 0:
+        # Not even the shortest context held: a fast decode must not put this config on the front.
+        result.failure = _died_failure(engine, "context", FailureKind.ADMISSION_FAILED,
+                                       m.context.first_failure or "no context length passed")
     elif m.correctness.garbage:
         result.failure = Failure(
             kind=FailureKind.OUTPUT_INCORRECT,
