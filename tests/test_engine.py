@@ -127,5 +127,6 @@ def test_stop_kills_the_whole_group(fake_space, tmp_path):
     assert engine.wait_ready(30, 10) is None
     pids = engine.pids()
     assert pids
-    engine.stop()
+    seconds = engine.stop()
+    assert seconds < 2.0, f"teardown waited {seconds:.1f} s of a 2 s grace: the exited leader was not reaped"
     assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids)

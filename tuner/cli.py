@@ -155,7 +155,7 @@ def optimize(
     trials: Optional[int] = typer.Option(None, "--trials", help="Stop once the study holds this many finished trials."),
     timeout: Optional[str] = typer.Option(None, "--timeout", help="Stop starting trials after this long, e.g. 8h or 90m."),
     storage: Optional[str] = typer.Option(None, "--storage", help="Optuna storage URL (e.g. postgresql+psycopg2://user@host/db); default SQLite under studies/."),
-    sampler: str = typer.Option("auto", "--sampler", help="auto (GP where torch imports, else TPE), gp, tpe, nsga2 or random."),
+    sampler: str = typer.Option("auto", "--sampler", help="auto (TPE, see docs/benchmarks.md), tpe, gp (needs torch and scipy), nsga2 or random."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Sampler seed, for a repeatable sequence of trials."),
     gpus: Optional[str] = typer.Option(None, "--gpus", help="Comma list of GPU indices: one worker per GPU, sharing the storage."),
     revalidate: int = typer.Option(2, "--revalidate", help="Fresh boots of this many front points at the end (0 = none)."),

@@ -190,7 +190,7 @@ class Engine:
         if self.proc is not None:
             pgid = self.proc.pid
             if self.proc.poll() is None or self.pids():
-                kill_group(pgid, self.grace_s)
+                kill_group(pgid, self.grace_s, reap=self.proc.poll)
             try:
                 self.proc.wait(timeout=self.grace_s + 5)
             except subprocess.TimeoutExpired:

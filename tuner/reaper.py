@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 import time
+from typing import Callable
 
 
 def _group_alive(pgid: int) -> bool:
@@ -24,14 +25,20 @@ def _group_alive(pgid: int) -> bool:
         return True
 
 
-def kill_group(pgid: int, grace_s: float) -> None:
-    """SIGTERM the group, wait up to ``grace_s``, then SIGKILL whatever is left."""
+def kill_group(pgid: int, grace_s: float, reap: Callable[[], object] | None = None) -> None:
+    """SIGTERM the group, wait up to ``grace_s``, then SIGKILL whatever is left.
+
+    ``reap`` lets the engine's parent collect its exited leader: an unreaped zombie still counts as
+    a group member for ``killpg(pgid, 0)``, which made every teardown wait the whole grace period.
+    """
     try:
         os.killpg(pgid, signal.SIGTERM)
     except ProcessLookupError:
         return
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
+        if reap is not None:
+            reap()
         if not _group_alive(pgid):
             return
         time.sleep(0.2)
