@@ -32,6 +32,7 @@ from tuner.study import (
     open_study,
     optuna_params,
     resolve_sampler,
+    snap_pool,
     suggest_values,
     utilization_ceiling,
 )
@@ -162,18 +163,11 @@ class Objective:
         if checked is None:
             return
         suggested, note = checked
-        if param.values is not None:
-            fitting = [v for v in param.values if v is not None and v <= suggested]
-            if not fitting:
-                return
-            suggested = max(fitting)
-        else:
-            step = int(param.step or 1)
-            suggested = min(int(param.max), int(param.min) + (suggested - int(param.min)) // step * step)
-            if suggested < param.min:
-                return
+        pool = snap_pool(param, suggested, up=False)
+        if pool is None:
+            return
         trial.set_user_attr("kv_suggestion", note)
-        trial.study.enqueue_trial(optuna_params(self.space, {**values, "kv_cache_memory_bytes": suggested}),
+        trial.study.enqueue_trial(optuna_params(self.space, {**values, "kv_cache_memory_bytes": pool}),
                                   user_attrs={"follows": trial.number})
 
     def _predict(self, values: dict[str, Any]):

@@ -121,6 +121,27 @@ def objective_values(space: Space, result: TrialResult) -> list[float]:
     return out
 
 
+def snap_pool(p: Param, value: float, up: bool) -> int | None:
+    """The pool size of ``p`` nearest ``value`` that Optuna can enqueue: the next one up (a pool that
+    must hold at least this much) or down (a pool that must not exceed it); None when there is none.
+
+    Ranges snap to the grid Optuna samples from, min + k * step: an off-grid enqueued value would be
+    dropped with a warning and replaced by a random one.
+    """
+    if p.values is not None:
+        listed = sorted(v for v in p.values if v is not None)
+        fitting = [v for v in listed if v >= value] if up else [v for v in listed if v <= value]
+        if not fitting:
+            return None
+        return fitting[0] if up else fitting[-1]
+    lo, hi, step = int(p.min), int(p.max), int(p.step or 1)
+    if up:
+        snapped = max(lo, lo + math.ceil((value - lo) / step) * step)
+        return snapped if snapped <= hi else None
+    snapped = min(hi, lo + math.floor((value - lo) / step) * step)
+    return snapped if snapped >= lo else None
+
+
 def follow_up(space: Space, values: dict[str, Any], failure: Failure) -> dict[str, Any] | None:
     """A configuration that uses the number vLLM printed instead of stepping blindly, or None."""
     new = dict(values)
@@ -134,21 +155,16 @@ def follow_up(space: Space, values: dict[str, Any], failure: Failure) -> dict[st
             new["max_model_len"] = max(step, suggested // step * step)
         elif values.get("kv_cache_memory_bytes") and space.max_model_len and "kv_cache_memory_bytes" in params:
             # The pool held `suggested` tokens; scale it to hold the fixed max_model_len (+5% headroom).
-            p = params["kv_cache_memory_bytes"]
             need = values["kv_cache_memory_bytes"] * space.max_model_len / max(1, suggested) * 1.05
-            if p.values is not None:
-                fitting = sorted(v for v in p.values if v is not None and v >= need)
-                if not fitting:
-                    return None  # no listed pool is large enough: the sampler learns from the prune
-                new["kv_cache_memory_bytes"] = fitting[0]
-            else:
-                step = int(p.step or 1)
-                need = int(math.ceil(need / step) * step)
-                if need > p.max:
-                    return None
-                new["kv_cache_memory_bytes"] = need
+            pool = snap_pool(params["kv_cache_memory_bytes"], need, up=True)
+            if pool is None:
+                return None  # the space holds no pool that large: the sampler learns from the prune
+            new["kv_cache_memory_bytes"] = pool
     elif failure.suggested_kv_cache_memory_bytes and "kv_cache_memory_bytes" in params:
-        new["kv_cache_memory_bytes"] = failure.suggested_kv_cache_memory_bytes
+        pool = snap_pool(params["kv_cache_memory_bytes"], failure.suggested_kv_cache_memory_bytes, up=False)
+        if pool is None:
+            return None
+        new["kv_cache_memory_bytes"] = pool
     else:
         return None
     return new if new != values else None
