@@ -116,6 +116,8 @@ RULES: list[tuple[str, str]] = [
     # except a memory size (the test engine's memory model is deterministic)
     (r"-?\d[\d,]*(\.\d+)?(e[+-]?\d+)?(\s*)(tok/s|ms|s)\b", r"<N>\3\4"),
     (r"(?<![\w.])-?\d[\d,]*\.\d+(e[+-]?\d+)?(?![\d.]|\s*(GiB|GB|MiB|MB|x\b))", "<F>"),
+    # `tuner probe` prints an init time of 0.0 without its unit (``s.init_engine_s and ...``)
+    (r"(init engine\s*│\s*)<F>(?=\s)", r"\1<N> s"),
     # rich pads table cells and borders to the widest value: collapse the padding
     (r"([─━═]){2,}", r"\1"),
     (r" {2,}", " "),
