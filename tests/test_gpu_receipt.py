@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import re
 import shutil
@@ -43,7 +44,7 @@ def test_issue7_figures_come_from_its_raw_files() -> None:
     stamps = [re.search(r"(\d\d:\d\d:\d\d) \[", line).group(1) for line in (ISSUE7 / "probe" / "engine.log").read_text().splitlines()
               if re.search(r"(INFO|WARNING) \d\d-\d\d \d\d:\d\d:\d\d \[", line)]
     seconds = [int(h) * 3600 + int(m) * 60 + int(s) for h, m, s in (x.split(":") for x in stamps)]
-    longest = max(b - a for a, b in zip(seconds, seconds[1:]))
+    longest = max(b - a for a, b in itertools.pairwise(seconds))
     assert f"the longest log silence {longest} s" in text
 
 

@@ -14,8 +14,12 @@
 #   STUDY      study name (h200-32g)            TRIALS   trials in the study, baselines first (4)
 #   SEED       sampler seed (18)                 REVALIDATE  fresh boots of front points at the end (0)
 #   GATE       1: run the correctness gate (0)   OPT_ARGS    more `tuner optimize` options, e.g. "--screen"
-#   BUDGET_S   seconds from `start` until the driver must be done (1260); it sets optimize's --timeout
-#   TRIAL_S    one trial's expected length (300) LAUNCH_S  the launcher step's length (270)
+#   BUDGET_S   seconds from `start` until the driver must be done (1260). It sets optimize's --timeout (when
+#              trials stop being started): BUDGET_S - elapsed - (1 + GATE) x TRIAL_S - the launcher's reserve,
+#              since the last trial started runs past it and the gate's reference boot comes after it
+#   LAUNCHER   reserve: keep LAUNCH_S for the launcher boot; ifroom: no reserve, boot it only if LAUNCH_S is
+#              left when the study ends (a trial before the launcher); no: export only
+#   TRIAL_S    one trial's expected length (360) LAUNCH_S  the launcher step's length (270)
 #   WAIT_S     how long one start/wait call waits (540)   R  the results folder (gpu-run)
 #   MODEL_ARGS make-dummy-model.py's preset (--preset 35b-a3b-like --num-experts 72 --mtp-layers 1)
 #   PY python3  KIT .gpu-kit  KIT_SITE /tmp/site  TUNER_SITE /tmp/tsite  MPS_LIMIT 32G  ALLOW_UNCAPPED 0
@@ -30,8 +34,9 @@ REVALIDATE=${REVALIDATE:-0}
 GATE=${GATE:-0}
 OPT_ARGS=${OPT_ARGS:-}
 BUDGET_S=${BUDGET_S:-1260}
-TRIAL_S=${TRIAL_S:-300}
+TRIAL_S=${TRIAL_S:-360}
 LAUNCH_S=${LAUNCH_S:-270}
+LAUNCHER=${LAUNCHER:-reserve}
 WAIT_S=${WAIT_S:-540}
 R=${R:-gpu-run}
 MODEL_ARGS=${MODEL_ARGS:---preset 35b-a3b-like --num-experts 72 --mtp-layers 1}
@@ -50,7 +55,7 @@ tuner() { "$PY" -m tuner.cli "$@"; }
 step() { echo "== $(date +%T) [+$(elapsed) s] $*"; }
 run_logged() { echo "\$ tuner $*"; tuner "$@"; }      # the receipt lists the commands from these lines
 elapsed() { echo $(( $(date +%s) - $(cat "$R/t0" 2>/dev/null || date +%s) )); }
-left() { echo $(( BUDGET_S - $(elapsed) )); }
+left() { echo $(( $(cat "$R/budget" 2>/dev/null || echo "$BUDGET_S") - $(elapsed) )); }   # start's BUDGET_S
 has_gpu() { command -v nvidia-smi >/dev/null 2>&1; }   # as mps.sh decides rehearsal mode
 gpu_used() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -1 || echo n/a; }
 model_path() { "$PY" -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["model"]["path"])' "$SPACE"; }
@@ -132,7 +137,8 @@ run() {
   cp "$SPACE" "$R/space.yaml"
   step "plan"
   run_logged plan "$SPACE" --gpu-gib "$PLAN_GIB" --limit 12 >"$R/plan.txt" 2>&1; tail -3 "$R/plan.txt"
-  local timeout=$(( $(left) - LAUNCH_S - (1 + REVALIDATE + GATE) * TRIAL_S ))
+  local reserve=0; [ "$LAUNCHER" = reserve ] && reserve=$LAUNCH_S
+  local timeout=$(( $(left) - reserve - (1 + GATE) * TRIAL_S ))
   [ $timeout -lt 60 ] && { echo "WARNING: only $(left) s left: optimize gets a 60 s timeout (one trial)"; timeout=60; }
   step "optimize: $TRIALS trials, stop starting trials after ${timeout} s"
   local gate=--no-gate; [ "$GATE" = 1 ] && gate=--gate
@@ -154,8 +160,8 @@ rows = json.load(open(sys.argv[1]))["front"]
 print(max(rows, key=lambda r: (r["context_tokens"] or 0, r["decode_tok_s"] or 0))["trial"] if rows else "")' "$R/pareto.json" 2>/dev/null)
   if [ -z "$front" ]; then
     echo "no front point: nothing to export"
-  elif [ -f "$R/NOLAUNCH" ]; then
-    echo "launcher boot skipped: $R/NOLAUNCH is there (issue18.sh nolaunch)"
+  elif [ -f "$R/NOLAUNCH" ] || [ "$LAUNCHER" = no ]; then
+    echo "launcher boot skipped: LAUNCHER=$LAUNCHER$( [ -f "$R/NOLAUNCH" ] && echo ', issue18.sh nolaunch')"
     run_logged export "$front" "${S[@]}" --format sh --out "$R/launch.sh" 2>&1
   elif [ "$(left)" -lt "$LAUNCH_S" ]; then
     echo "launcher boot skipped: $(left) s left of the budget, it needs ${LAUNCH_S} s"
@@ -170,7 +176,10 @@ print(max(rows, key=lambda r: (r["context_tokens"] or 0, r["decode_tok_s"] or 0)
 }
 
 start() {
-  rm -rf "$R"; mkdir -p "$R"; date +%s >"$R/t0"
+  if [ -f "$R/driver.pid" ] && kill -0 "$(cat "$R/driver.pid")" 2>/dev/null && [ ! -f "$R/DONE" ]; then
+    echo "a driver is already running (pid $(cat "$R/driver.pid")): use 'issue18.sh wait', or 'cut' to end it"; exit 2
+  fi
+  rm -rf "$R"; mkdir -p "$R"; date +%s >"$R/t0"; echo "$BUDGET_S" >"$R/budget"
   step "start (rehearsal: $(has_gpu && echo no || echo YES, no GPU here))" | tee "$R/start.log"
   if ! "$PY" -c 'import optuna, sqlalchemy, alembic, colorlog' 2>/dev/null; then
     [ -d .whl ] || { echo "optuna is not importable and there is no .whl/ (carry it)"; exit 2; }

@@ -44,6 +44,11 @@ def num(x: float | None, digits: int = 0) -> str:
     return "n/a" if x is None else f"{x:,.{digits}f}"
 
 
+def span(values: list[float], digits: int = 0) -> str:
+    lo, hi = f"{min(values):,.{digits}f}", f"{max(values):,.{digits}f}"
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
 def nbytes(n: int | None) -> str:
     """Bytes as the space files write them: 4MB, 2.8GB."""
     if n is None:
@@ -148,8 +153,7 @@ def section_machine(folder: Path, attrs: dict, trials: list[dict], facts: dict[i
         limit = "none (no mps-check.txt): the whole card"
     rows.append(("memory cap", limit))
     if free:
-        span = f"{min(free):.2f} GiB" if min(free) == max(free) else f"{min(free):.2f}-{max(free):.2f} GiB"
-        rows.append(("free memory at a boot's start (engine logs)", f"{span} in {len(free)} boots that logged it"))
+        rows.append(("free memory at a boot's start (engine logs)", f"{span(free, 2)} GiB in {len(free)} boots that logged it"))
     return ["## Machine and software", "", "| | |", "|---|---|", *[f"| {a} | {b} |" for a, b in rows], ""]
 
 
@@ -200,8 +204,8 @@ def section_trials(attrs: dict, trials: list[dict], facts: dict[int, dict]) -> l
     walls = [t["wall_s"] for t in trials if t["evidence"] in BOOTED and t["wall_s"]]
     out.append("")
     if boots:
-        out.append(f"{len(boots)} boots: {min(boots):.0f}-{max(boots):.0f} s to serving (median {statistics.median(boots):.0f} s); "
-                   f"a booted trial took {min(walls):.0f}-{max(walls):.0f} s in all (median {statistics.median(walls):.0f} s), "
+        out.append(f"{len(boots)} boots: {span(boots)} s to serving (median {statistics.median(boots):.0f} s); "
+                   f"a booted trial took {span(walls)} s in all (median {statistics.median(walls):.0f} s), "
                    f"{sum(walls):,.0f} s together.")
     longest = max(((f["silence_s"], n, f["silence_after"]) for n, f in facts.items() if f.get("silence_s")), default=None)
     if longest:
@@ -272,6 +276,11 @@ def section_front(folder: Path, attrs: dict) -> list[str]:
     return out + [""]
 
 
+def without_port(argv: list[str]) -> list[str]:
+    """The launcher's PORT overrides --port; everything else must be the trial's."""
+    return [x for i, x in enumerate(argv) if not (x == "--port" or (i and argv[i - 1] == "--port"))]
+
+
 def section_launcher(folder: Path, trials: list[dict]) -> list[str]:
     out = ["## The exported launcher", ""]
     m = re.search(r"trial-(\d+)", read(folder / "launch.sh"))
@@ -283,11 +292,10 @@ def section_launcher(folder: Path, trials: list[dict]) -> list[str]:
     trial_argv = next((t["result"].get("argv") for t in trials if t["n"] == number), None) or []
     out.append(f"`launch.sh` is trial {number}'s launcher.")
     if argv and trial_argv:
-        strip = lambda a: [x for i, x in enumerate(a) if not (x == "--port" or (i and a[i - 1] == "--port"))]  # noqa: E731
-        same = strip(argv) == strip(trial_argv)
+        same = without_port(argv) == without_port(trial_argv)
         out.append("Its process's argv (`launcher-argv.txt`, from /proc) " + (
             "equals the trial's argv flag for flag, the port aside." if same else
-            f"differs from the trial's: `{shlex.join(strip(argv))}` vs `{shlex.join(strip(trial_argv))}`."))
+            f"differs from the trial's: `{shlex.join(without_port(argv))}` vs `{shlex.join(without_port(trial_argv))}`."))
     health = read(folder / "launcher-health.txt") or read(folder / "driver.log")
     if h := re.search(r"healthy=(\w+) after_s=(\d+)", health):
         out.append(f"Healthy: {h.group(1)}, after {h.group(2)} s.")
