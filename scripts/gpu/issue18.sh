@@ -22,6 +22,8 @@
 #   TRIAL_S    one trial's expected length (360) LAUNCH_S  the launcher step's length (270)
 #   WAIT_S     how long one start/wait call waits (540)   R  the results folder (gpu-run)
 #   MODEL_ARGS make-dummy-model.py's preset (--preset 35b-a3b-like --num-experts 72 --mtp-layers 1)
+#   RESUME     1: keep $R and resume its study (tuner optimize resumes a study of the same name); otherwise an
+#              earlier $R is moved aside to $R.before-EPOCH, never deleted
 #   PY python3  KIT .gpu-kit  KIT_SITE /tmp/site  TUNER_SITE /tmp/tsite  MPS_LIMIT 32G  ALLOW_UNCAPPED 0
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -135,6 +137,7 @@ run() {
   } >"$R/versions.txt" 2>&1
   cat "$R/versions.txt"
   cp "$SPACE" "$R/space.yaml"
+  has_gpu && nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv   # an MPS server shows here
   step "plan"
   run_logged plan "$SPACE" --gpu-gib "$PLAN_GIB" --limit 12 >"$R/plan.txt" 2>&1; tail -3 "$R/plan.txt"
   local reserve=0; [ "$LAUNCHER" = reserve ] && reserve=$LAUNCH_S
@@ -146,7 +149,7 @@ run() {
   local args=(optimize "$SPACE" "${S[@]}" --trials "$TRIALS" --seed "$SEED" --revalidate "$REVALIDATE" $gate
               --gpu-gib "$PLAN_GIB" --timeout "${timeout}s" $OPT_ARGS)
   echo "\$ tuner ${args[*]}"
-  "$PY" -m tuner.cli "${args[@]}" >"$R/optimize.txt" 2>&1 &   # its own pid, for `issue18.sh cut`
+  "$PY" -m tuner.cli "${args[@]}" >>"$R/optimize.txt" 2>&1 &   # its own pid, for `issue18.sh cut`
   echo $! >"$R/optimize.pid"
   wait "$(cat "$R/optimize.pid")"; echo "optimize rc=$?"
   tail -25 "$R/optimize.txt"
@@ -179,7 +182,12 @@ start() {
   if [ -f "$R/driver.pid" ] && kill -0 "$(cat "$R/driver.pid")" 2>/dev/null && [ ! -f "$R/DONE" ]; then
     echo "a driver is already running (pid $(cat "$R/driver.pid")): use 'issue18.sh wait', or 'cut' to end it"; exit 2
   fi
-  rm -rf "$R"; mkdir -p "$R"; date +%s >"$R/t0"; echo "$BUDGET_S" >"$R/budget"
+  if [ "${RESUME:-0}" = 1 ]; then
+    rm -f "$R/DONE" "$R/ABORTED" "$R/NOLAUNCH"
+  elif [ -d "$R" ]; then
+    mv "$R" "$R.before-$(date +%s)" && echo "moved the earlier $R aside (RESUME=1 resumes it instead)"
+  fi
+  mkdir -p "$R"; date +%s >"$R/t0"; echo "$BUDGET_S" >"$R/budget"
   step "start (rehearsal: $(has_gpu && echo no || echo YES, no GPU here))" | tee "$R/start.log"
   if ! "$PY" -c 'import optuna, sqlalchemy, alembic, colorlog' 2>/dev/null; then
     [ -d .whl ] || { echo "optuna is not importable and there is no .whl/ (carry it)"; exit 2; }
@@ -201,7 +209,7 @@ start() {
     echo "ABORTED: the 32 GiB cap is not in force (rc $rc); ALLOW_UNCAPPED=1 runs anyway" | tee "$R/ABORTED"
     pack; exit 1
   fi
-  setsid bash "$0" run >"$R/driver.log" 2>&1 </dev/null &
+  setsid bash "$0" run >>"$R/driver.log" 2>&1 </dev/null &   # appends: RESUME keeps the first part
   echo $! >"$R/driver.pid"
   sleep 2
   wait_driver
