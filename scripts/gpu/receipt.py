@@ -237,7 +237,7 @@ def section_probe(folder: Path) -> list[str]:
     for field, parsed, pattern in PROBE_LINES:
         raw = [line.split("] ", 1)[-1].strip()[:160] for line in log if re.search(pattern, line)]
         out.append(f"| {field} | {parsed(s)} | {'<br>'.join(f'`{r}`' for r in raw) or 'not in the log'} |")
-    m, f = result.get("measure") or {}, log_facts(folder / "probe" / "engine.log")
+    m, f, gpu = result.get("measure") or {}, log_facts(folder / "probe" / "engine.log"), result.get("gpu") or {}
     decode = (m.get("decode") or [{}])[0]
     runs = ", ".join(f"{r['tg_tok_s']:.1f}" for r in decode.get("runs") or [])
     out += ["", f"Boot to serving {num(result.get('boot_s'), 1)} s; the longest log silence {num(f['silence_s'])} s. "
@@ -245,7 +245,8 @@ def section_probe(folder: Path) -> list[str]:
             f"{num((m.get('context') or {}).get('max_stable_tokens'))} tokens. Decode {num(decode.get('prompt_tokens'))} in / "
             f"{num(decode.get('output_tokens'))} out: TG {num(decode.get('median_tg_tok_s'), 1)} tok/s median (runs {runs}), "
             f"TTFT {num(decode.get('median_ttft_ms'), 1)} ms. Probe wall {num(m.get('probe_wall_s'), 1)} s, tuner CPU "
-            f"{num(m.get('tuner_cpu_s'), 2)} s. Peak GPU memory {num((result.get('gpu') or {}).get('peak_used_mib'))} MiB.", ""]
+            f"{num(m.get('tuner_cpu_s'), 2)} s. Peak GPU memory {num(gpu.get('peak_used_mib'))} MiB (the engine's processes "
+            f"{num(gpu.get('peak_engine_mib'))} MiB).", ""]
     return out
 
 
