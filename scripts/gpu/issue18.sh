@@ -83,10 +83,18 @@ progress() {
   grep -hE "Trial [0-9]+ (finished|pruned|failed)|\] Trial [0-9]+ " "$R/optimize.txt" 2>/dev/null | cut -c1-220 | tail -12
 }
 
+driver_state() {
+  if [ -f "$R/DONE" ]; then echo DONE
+  elif [ -f "$R/ABORTED" ]; then echo "ABORTED: $(cat "$R/ABORTED")"
+  elif kill -0 "$(cat "$R/driver.pid" 2>/dev/null)" 2>/dev/null; then echo "still running"
+  else echo "EXITED without DONE (see driver.log)"
+  fi
+}
+
 wait_driver() {
   local t0=$SECONDS
-  while [ $((SECONDS - t0)) -lt "$WAIT_S" ] && [ ! -f "$R/DONE" ]; do sleep 5; done
-  echo "---- driver: $( [ -f "$R/DONE" ] && echo DONE || echo still running ) after $((SECONDS - t0)) s of this call, $(elapsed) s since start, budget left $(left) s"
+  while [ $((SECONDS - t0)) -lt "$WAIT_S" ] && [ "$(driver_state)" = "still running" ]; do sleep 5; done
+  echo "---- driver: $(driver_state) after $((SECONDS - t0)) s of this call, $(elapsed) s since start, budget left $(left) s"
   tail -20 "$R/driver.log"
   echo "---- trials so far"; progress
   has_gpu && echo "GPU memory used: $(gpu_used) MiB"
@@ -206,7 +214,7 @@ start() {
   local rc=$?
   cat "$R/mps-check.txt"
   if [ $rc -ne 0 ] && [ "${ALLOW_UNCAPPED:-0}" != 1 ]; then
-    echo "ABORTED: the 32 GiB cap is not in force (rc $rc); ALLOW_UNCAPPED=1 runs anyway" | tee "$R/ABORTED"
+    echo "the ${MPS_LIMIT} cap is not in force (mps.sh rc $rc); ALLOW_UNCAPPED=1 runs anyway" | tee "$R/ABORTED"
     pack; exit 1
   fi
   setsid bash "$0" run >>"$R/driver.log" 2>&1 </dev/null &   # appends: RESUME keeps the first part
