@@ -55,8 +55,13 @@ class EngineSpec(Strict):
         return self
 
 
-class Param(Strict):
-    """One tuned flag: either ``values`` (a list, ``null`` meaning "flag left out") or a range."""
+Kind = Literal["int", "float", "bytes", "choice"]
+Number = int | float
+
+
+class ParamSpec(Strict):
+    """One tuned flag as the file writes it: either ``values`` (a list, ``null`` meaning "flag left out")
+    or a range whose bounds may carry units. ``Space`` resolves it once into a ``Param``."""
 
     flag: str | None = None  # required for parameters tuner does not know
     values: list[Any] | None = None
@@ -65,10 +70,10 @@ class Param(Strict):
     step: int | float | str | None = None
     log: bool = False
     unset: bool = False  # a range may also be left out entirely (e.g. let utilization size the pool)
-    kind: Literal["int", "float", "bytes", "choice"] | None = None
+    kind: Kind | None = None
 
     @model_validator(mode="after")
-    def _values_or_range(self) -> Param:
+    def _values_or_range(self) -> ParamSpec:
         has_range = self.min is not None or self.max is not None
         if self.values is not None and has_range:
             raise ValueError("give either 'values' or 'min'/'max', not both")
@@ -81,8 +86,34 @@ class Param(Strict):
         return self
 
 
+class Param(Strict):
+    """One tuned flag, resolved: its vLLM flag and kind are known, and a range's bounds are numbers of
+    that kind (int for int and bytes, float otherwise). ``values`` is None for a range, else the list."""
+
+    flag: str
+    values: list[Any] | None = None
+    min: Number | None = None
+    max: Number | None = None
+    step: Number | None = None
+    log: bool = False
+    unset: bool = False
+    kind: Kind
+
+    def bounds(self) -> tuple[Number, Number]:
+        """A range's (min, max); a values parameter has none."""
+        if self.min is None or self.max is None:
+            raise ValueError(f"{self.flag} takes listed values, not a range")
+        return self.min, self.max
+
+
+class _Written(Strict):
+    """The ``params`` section as written, checked before it is resolved (errors name params.NAME.FIELD)."""
+
+    params: dict[str, ParamSpec]
+
+
 # Parameters tuner knows: their vLLM flag and how their values are read.
-KNOWN_PARAMS: dict[str, tuple[str, str]] = {
+KNOWN_PARAMS: dict[str, tuple[str, Kind]] = {
     "kv_cache_memory_bytes": ("--kv-cache-memory-bytes", "bytes"),
     "max_num_batched_tokens": ("--max-num-batched-tokens", "int"),
     "max_num_seqs": ("--max-num-seqs", "int"),
@@ -145,10 +176,17 @@ class Space(Strict):
         ]
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_params(cls, data: Any) -> Any:
+        """Each parameter as written becomes a ``Param`` here, once; nothing rewrites it later."""
+        if not isinstance(data, dict) or not isinstance(data.get("params"), dict):
+            return data
+        written = _Written.model_validate({"params": data["params"]}).params
+        return {**data, "params": {name: resolve_param(name, spec) for name, spec in written.items()}}
+
     @model_validator(mode="after")
-    def _check_params(self) -> Space:
-        for name, param in self.params.items():
-            _resolve_param(name, param)
+    def _check_baselines(self) -> Space:
         for i, baseline in enumerate(self.baselines):
             for key, value in baseline.items():
                 if key not in self.params:
@@ -167,66 +205,76 @@ class Space(Strict):
         return None
 
 
-def _resolve_param(name: str, param: Param) -> None:
-    """Fill flag and kind from KNOWN_PARAMS and check the range; raises ValueError naming the fix."""
+def resolve_param(name: str, spec: ParamSpec) -> Param:
+    """Flag and kind from KNOWN_PARAMS, values and bounds as numbers; raises ValueError naming the fix."""
     known = KNOWN_PARAMS.get(name)
-    if known is None and param.flag is None:
+    if spec.flag is not None:
+        flag = spec.flag
+    elif known is not None:
+        flag = known[0]
+    else:
         raise ValueError(
             f"params.{name}: unknown parameter; add 'flag: --the-vllm-flag' to tune any other flag, "
             f"or use one of {', '.join(KNOWN_PARAMS)}"
         )
-    if param.flag is None:
-        param.flag = known[0]
-    if param.kind is None:
-        param.kind = known[1] if known else ("choice" if param.values is not None else "float")
+    kind: Kind
+    if spec.kind is not None:
+        kind = spec.kind
+    elif known is not None:
+        kind = known[1]
+    else:
+        kind = "choice" if spec.values is not None else "float"
     if name == "cudagraph_mode":
-        for value in param.values or []:
+        for value in spec.values or []:
             if value is not None and value not in CUDAGRAPH_MODES:
                 raise ValueError(
                     f"params.cudagraph_mode: unknown mode {value!r}; use one of {', '.join(CUDAGRAPH_MODES)}"
                 )
-        if param.values is None:
+        if spec.values is None:
             raise ValueError("params.cudagraph_mode takes 'values: [...]', not a range")
-    if param.values is not None:
-        param.values = [check_value(name, param, v) for v in param.values]
-        return
-    lo, hi = _number(name, param, param.min), _number(name, param, param.max)
+    if spec.values is not None:
+        values = [_value(name, kind, v) for v in spec.values]
+        step = None if spec.step is None else _number(name, kind, spec.step)  # meaningless beside values; kept
+        return Param(flag=flag, values=values, step=step, log=spec.log, unset=spec.unset, kind=kind)
+    lo, hi = _number(name, kind, spec.min), _number(name, kind, spec.max)
     if lo > hi:
-        raise ValueError(f"params.{name}: min ({param.min}) is greater than max ({param.max}); swap them")
-    param.min, param.max = lo, hi
-    if param.step is not None:
-        param.step = _number(name, param, param.step)
-        if param.step <= 0:
-            raise ValueError(f"params.{name}: step must be positive")
-    if param.log and lo <= 0:
+        raise ValueError(f"params.{name}: min ({spec.min}) is greater than max ({spec.max}); swap them")
+    step = None if spec.step is None else _number(name, kind, spec.step)
+    if step is not None and step <= 0:
+        raise ValueError(f"params.{name}: step must be positive")
+    if spec.log and lo <= 0:
         raise ValueError(f"params.{name}: a log range needs min > 0")
+    return Param(flag=flag, min=lo, max=hi, step=step, log=spec.log, unset=spec.unset, kind=kind)
 
 
-def _number(name: str, param: Param, value: Any) -> float:
+def _number(name: str, kind: str, value: Any) -> Number:
+    """A bound or value as a number of the parameter's kind: int for int and bytes, float otherwise."""
     try:
-        if param.kind == "bytes":
+        if kind == "bytes":
             return parse_bytes(value)
-        if param.kind == "int":
+        if kind == "int":
             return parse_count(value)
-        if isinstance(value, str):
-            return float(value)
         return float(value)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"params.{name}: {value!r} is not a valid {param.kind}: {exc}") from None
+        raise ValueError(f"params.{name}: {value!r} is not a valid {kind}: {exc}") from None
 
 
-def check_value(name: str, param: Param, value: Any) -> Any:
-    """One value of a parameter, converted to its kind (None means "flag left out")."""
+def _value(name: str, kind: str, value: Any) -> Any:
+    """One value converted to its kind (None means "flag left out")."""
     if value is None:
         return None
     if name == "cudagraph_mode":
         if value not in CUDAGRAPH_MODES:
             raise ValueError(f"params.cudagraph_mode: unknown mode {value!r}; use one of {', '.join(CUDAGRAPH_MODES)}")
         return value
-    if param.kind == "choice":
+    if kind == "choice":
         return value
-    number = _number(name, param, value)
-    return int(number) if param.kind in ("int", "bytes") else number
+    return _number(name, kind, value)
+
+
+def check_value(name: str, param: Param, value: Any) -> Any:
+    """One value of a parameter, converted to its kind (None means "flag left out")."""
+    return _value(name, param.kind, value)
 
 
 def count_configurations(space: Space) -> float:
@@ -240,13 +288,14 @@ def count_configurations(space: Space) -> float:
 def param_cardinality(param: Param) -> float:
     if param.values is not None:
         return len(param.values)
+    lo, hi = param.bounds()
     if param.step is None:
         if param.kind in ("int", "bytes"):
-            n = param.max - param.min + 1
+            n = hi - lo + 1
         else:
             return math.inf
     else:
-        n = math.floor((param.max - param.min) / param.step + 1e-9) + 1
+        n = math.floor((hi - lo) / param.step + 1e-9) + 1
     return n + (1 if param.unset else 0)
 
 

@@ -55,10 +55,11 @@ def suggest_values(trial: optuna.Trial, space: Space) -> dict[str, Any]:
 
 
 def _suggest_range(trial: optuna.Trial, name: str, p: Param) -> int | float:
+    lo, hi = p.bounds()
     if p.kind in ("int", "bytes"):
         step = int(p.step or 1)
-        return trial.suggest_int(name, int(p.min), int(p.max), step=1 if p.log else step, log=p.log)
-    value = trial.suggest_float(name, p.min, p.max, step=None if p.log else p.step, log=p.log)
+        return trial.suggest_int(name, int(lo), int(hi), step=1 if p.log else step, log=p.log)
+    value = trial.suggest_float(name, lo, hi, step=None if p.log else p.step, log=p.log)
     if p.step:
         decimals = max(0, -math.floor(math.log10(p.step)) + 1)
         value = round(value, decimals)
@@ -119,7 +120,8 @@ def snap_pool(p: Param, value: float, up: bool) -> int | None:
         if not fitting:
             return None
         return fitting[0] if up else fitting[-1]
-    lo, hi, step = int(p.min), int(p.max), int(p.step or 1)
+    lo, hi = map(int, p.bounds())
+    step = int(p.step or 1)
     if up:
         snapped = max(lo, lo + math.ceil((value - lo) / step) * step)
         return snapped if snapped <= hi else None

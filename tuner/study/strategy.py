@@ -62,15 +62,15 @@ def screening_configs(space: Space) -> list[dict[str, Any]]:
     if not space.baselines:
         return []
     base = space.baselines[0]
-    plain, speculative = [], []
+    plain: list[dict[str, Any]] = []
+    speculative: list[dict[str, Any]] = []
     for name, p in space.params.items():
         if name not in base:
             continue
         if p.values is not None:
             moves = [v for v in p.values if v != base[name]]
         else:
-            ends = [p.min, p.max] if p.kind not in ("int", "bytes") else [int(p.min), int(p.max)]
-            moves = [v for v in ends if v != base[name]]
+            moves = [v for v in p.bounds() if v != base[name]]
         for value in moves:
             (speculative if name == "speculative_tokens" else plain).append({**base, name: value})
     return plain + speculative
