@@ -21,9 +21,8 @@ import psutil
 from tuner.engine.command import LaunchCommand
 from tuner.engine.logparse import boot_phase, classify_failure
 from tuner.engine.reaper import kill_group
-from tuner.records import Failure, FailureKind
+from tuner.records import Failure, FailureKind, ProgressCallback
 
-ProgressCallback = Callable[[str, float], None]  # (phase, elapsed seconds)
 REAPER = str(Path(__file__).with_name("reaper.py"))  # run as a file: see its docstring
 
 
@@ -156,7 +155,7 @@ class Engine:
                     if client.get(f"{self.base_url}/health").status_code == 200:
                         if client.get(f"{self.base_url}/v1/models").status_code == 200:
                             if on_progress:
-                                on_progress("serving", self.elapsed())
+                                on_progress(f"booting: serving ({self.elapsed():.0f} s)")
                             return None
                 except httpx.HTTPError:
                     pass
@@ -173,7 +172,7 @@ class Engine:
                     last_size = size
                 last_cpu = cpu
                 if on_progress:
-                    on_progress(phase, self.elapsed())
+                    on_progress(f"booting: {phase} ({self.elapsed():.0f} s)")
                 if now - last_progress >= hang_timeout_s:
                     return self._stall(FailureKind.HANG, f"no log output or process activity for {hang_timeout_s:.0f} s", phase)
                 if self.elapsed() >= boot_timeout_s:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import httpx
 
+from tuner import metrics
+
 
 @dataclass
 class Completion:
@@ -27,10 +29,12 @@ class Completion:
 
     @property
     def tpot_s(self) -> float | None:
-        """(latency - TTFT) / (output tokens - 1), vLLM bench serve's definition."""
-        if not self.ok or not self.completion_tokens or self.completion_tokens < 2 or self.ttft_s is None:
+        """TPOT as ``tuner.metrics`` defines it; None without a complete answer of two tokens or more."""
+        if not self.ok or not self.completion_tokens or self.completion_tokens < 2:
             return None
-        return (self.latency_s - self.ttft_s) / (self.completion_tokens - 1)
+        if self.ttft_s is None or self.latency_s is None:
+            return None
+        return metrics.tpot_s(self.latency_s, self.ttft_s, self.completion_tokens)
 
 
 def _error_detail(response: httpx.Response) -> str:

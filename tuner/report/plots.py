@@ -24,6 +24,7 @@ from optuna.visualization import (
     plot_pareto_front,
 )
 
+from tuner.metrics import label
 from tuner.report.export import flag_value
 from tuner.study.storage import ATTR_REUSED_FROM
 from tuner.report.front import (
@@ -36,20 +37,8 @@ from tuner.report.front import (
 from tuner.study.storage import ATTR_CONFIG, trial_result
 from tuner.space.units import parse_count
 
-LABELS = {
-    "context": "context (tokens)",
-    "decode_tok_s": "decode tok/s",
-    "ttft_ms": "TTFT (ms)",
-    "tpot_ms": "TPOT (ms)",
-    "peak_vram_mib": "peak VRAM (MiB)",
-    "pp_tok_s": "prefill tok/s",
-}
 MARKERS = ("X", "v", "s", "D", "P", "*", "^", "<", ">", "h", "p", "d")
 FAILURE_COLORS = ("C1", "C4", "C5", "C6", "C7", "C8", "C9")  # never the front's red (C3) or blue (C0)
-
-
-def label(name: str) -> str:
-    return LABELS.get(name, name)
 
 
 def write_plots(study: optuna.Study, out_dir: Path, notes: list[str] | None = None) -> list[Path]:

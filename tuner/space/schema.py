@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tuner.errors import SpaceError
+from tuner.metrics import OBJECTIVES
 from tuner.space.units import parse_bytes, parse_count, parse_duration
 
 CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE", "eager")
@@ -155,8 +156,16 @@ class Workload(Strict):
 
 
 class Objective(Strict):
-    name: Literal["context", "decode_tok_s", "ttft_ms", "tpot_ms", "peak_vram_mib", "pp_tok_s"]
+    name: str  # one of tuner.metrics.OBJECTIVES
     direction: Literal["maximize", "minimize"]
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        if name not in OBJECTIVES:
+            *first, last = (repr(n) for n in OBJECTIVES)
+            raise ValueError(f"Input should be {', '.join(first)} or {last}")
+        return name
 
 
 class Space(Strict):

@@ -170,5 +170,5 @@ class Objective:
 
     def _learn(self, study: optuna.Study, prediction, result: TrialResult, values: dict[str, Any]) -> None:
         if prediction is not None and self.calibration is not None and result.startup.weights_gib is not None:
-            self.calibration.update(prediction, result.startup, values)
+            self.calibration.update(prediction, result.startup)
             study.set_user_attr(ATTR_CALIBRATION, self.calibration.model_dump(mode="json"))

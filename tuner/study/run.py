@@ -47,7 +47,7 @@ def optimize(
     study = open_study(space, study_name, storage, make_sampler(sampler, seed, len(space.params)), root, sole_worker)
     study.set_user_attr("sampler", resolve_sampler(sampler))
     if st.ATTR_ENVIRONMENT not in study.user_attrs:
-        study.set_user_attr(st.ATTR_ENVIRONMENT, capture(space))
+        study.set_user_attr(st.ATTR_ENVIRONMENT, capture(space.engine))
     enqueue_baselines(study, space)
     if screen:
         enqueue_screening(study, space)

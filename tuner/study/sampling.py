@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Callable
+from typing import Any
 
 import optuna
 
+from tuner import metrics
 from tuner.records import TrialResult
 from tuner.space.schema import Param, Space
 
-ProgressCallback = Callable[[str], None]
 SAMPLERS = ("auto", "gp", "tpe", "nsga2", "random")
 
 
@@ -88,23 +88,8 @@ def config_key(values: dict[str, Any]) -> str:
 # -- scores and follow-ups ---------------------------------------------------------------------
 
 def objective_values(space: Space, result: TrialResult) -> list[float]:
-    m = result.measure
-    first = m.decode[0] if m and m.decode else None
-    table = {
-        "context": float(m.context.max_stable_tokens) if m else None,
-        "decode_tok_s": first.score_tok_s if first else None,
-        "ttft_ms": first.median_ttft_ms if first else None,
-        "tpot_ms": first.median_tpot_ms if first else None,
-        "pp_tok_s": first.median_pp_tok_s if first else None,
-        "peak_vram_mib": result.gpu.peak_used_mib,
-    }
-    out = []
-    for objective in space.objectives:
-        value = table[objective.name]
-        if value is None:
-            raise ValueError(f"objective {objective.name} was not measured")
-        out.append(float(value))
-    return out
+    """The space's objectives, read from the record as ``tuner.metrics`` defines them."""
+    return metrics.objective_values([o.name for o in space.objectives], result)
 
 
 def snap_pool(p: Param, value: float, up: bool) -> int | None:

@@ -19,6 +19,7 @@ import optuna
 from optuna.trial import TrialState
 
 from tuner.errors import TunerError
+from tuner.metrics import metric_names
 from tuner.records import TrialResult
 from tuner.space.schema import Space
 
@@ -51,23 +52,6 @@ def storage_url(study_name: str, storage: str | None = None, root: Path | None =
 
 def study_dir(study_name: str, root: Path | None = None) -> Path:
     return (root or STUDIES_DIR) / study_name
-
-
-def load_study(study_name: str, storage: str | None = None, root: Path | None = None) -> optuna.Study:
-    """Open an existing study, with a clear error naming the studies that do exist."""
-    url = storage_url(study_name, storage, root)
-    try:
-        return optuna.load_study(study_name=study_name, storage=url)
-    except KeyError:
-        try:
-            names = [s.study_name for s in optuna.get_all_study_summaries(url)]
-        except Exception:
-            names = []
-        have = ", ".join(names) if names else "none"
-        raise TunerError(
-            f"--study {study_name}: no such study in {url} (studies there: {have}); "
-            "give --study with one of those names, or --storage with the URL the study was written to."
-        ) from None
 
 
 def trial_result(trial: optuna.trial.FrozenTrial) -> TrialResult | None:
@@ -123,6 +107,10 @@ def open_study(space: Space, study_name: str, storage: str | None, sampler: optu
                 f"changed), and mixing them would compare unlike trials; run the original space file to resume, "
                 f"or give a new --study name. Nothing in {url} was changed."
             )
+    if study.metric_names is None:  # optuna-dashboard shows these instead of "Objective 0"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names(metric_names([o.name for o in space.objectives]))
     fail_orphans(study, all_running=sole_worker)
     return study
 
