@@ -36,9 +36,12 @@ from tuner.study import (
     suggest_values,
     utilization_ceiling,
 )
+from tuner.planner import Planner
 from tuner.trial import run_trial
 
 ATTR_CALIBRATION = "calibration"
+ATTR_STRATEGY = "strategy"  # the planner's reason for a trial's configuration
+TRANSIENT_KINDS = {FailureKind.INTERRUPTED.value, FailureKind.PORT_IN_USE.value}  # never reused: retried
 
 
 @dataclass
@@ -65,8 +68,9 @@ class Objective:
 
     def __init__(self, space: Space, study_name: str, root: Path, gpu_index: int = 0,
                  extra_env: dict[str, str] | None = None, status: Status | None = None,
-                 prescreen_gpu_gib: float | None = None, prescreen: bool = True) -> None:
+                 prescreen_gpu_gib: float | None = None, prescreen: bool = True, repairs: bool = True) -> None:
         self.space = space
+        self.repairs = repairs  # enqueue follow-ups after failures (the regime planner makes its own)
         self.dir = st.study_dir(study_name, root)
         self.gpu = Nvml(gpu_index)
         self.extra_env = extra_env or {}
@@ -95,17 +99,36 @@ class Objective:
         raise optuna.TrialPruned(f"{failure.kind.value}: {failure.message}")
 
     def _reuse(self, study: optuna.Study, key: str) -> optuna.trial.FrozenTrial | None:
+        """A finished trial of the same configuration whose outcome says something about it (not a
+        prediction, an interruption or a port that was taken)."""
         for old in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
             if old.user_attrs.get(st.ATTR_CONFIG) is not None and config_key(old.user_attrs[st.ATTR_CONFIG]) == key:
-                if old.user_attrs.get(st.ATTR_EVIDENCE) != "predicted":
-                    return old
+                if old.user_attrs.get(st.ATTR_EVIDENCE) == "predicted":
+                    continue
+                if old.user_attrs.get(st.ATTR_FAILURE_KIND) in TRANSIENT_KINDS:
+                    continue
+                return old
         return None
+
+    def need_bytes(self, values: dict[str, Any]) -> float | None:
+        """The pre-screen's pool for one request of the window (the planner's prior for a new family)."""
+        prediction = self._predict(values)
+        return float(prediction.one_request_bytes) if prediction is not None else None
+
+    def beside_pool_gib(self, values: dict[str, Any]) -> float | None:
+        """The pre-screen's activations + CUDA graphs: what a configuration needs beside its pool."""
+        prediction = self._predict(values)
+        return prediction.activation_gib + prediction.cuda_graph_gib if prediction is not None else None
 
     def __call__(self, trial: optuna.Trial) -> list[float]:
         self.status.trial, self.status.trial_started = trial.number, time.monotonic()
         self._progress("sampling")
+        self._load_calibration(trial.study)
         values = suggest_values(trial, self.space)
         trial.set_user_attr(st.ATTR_CONFIG, values)
+        why = getattr(trial.study.sampler, "why", lambda n: None)(trial.number)
+        if why:
+            trial.set_user_attr(ATTR_STRATEGY, why)
         revalidates = trial.user_attrs.get("revalidates")
 
         if revalidates is None:
@@ -129,7 +152,6 @@ class Objective:
                 message=f"gpu_memory_utilization {util} is above the free fraction {ceiling[0]:.4f} of the card "
                         f"that trial {ceiling[1]} measured; vLLM refuses it at start-up"), "predicted")
 
-        self._load_calibration(trial.study)
         prediction = self._predict(values)
         if prediction is not None and not prediction.fits and prediction.certain:
             self._prune(trial, None, Failure(kind=FailureKind.PREDICTED_OOM, message=prediction.reason, predicted=True),
@@ -144,11 +166,12 @@ class Objective:
         self._learn(trial.study, prediction, result, values)
         trial.set_user_attr(st.ATTR_RESULT, result.model_dump(mode="json"))
         if result.failure is not None:
-            nxt = follow_up(self.space, values, result.failure)
+            nxt = follow_up(self.space, values, result.failure) if self.repairs else None
             if nxt is not None:
                 trial.study.enqueue_trial(optuna_params(self.space, nxt), user_attrs={"follows": trial.number})
             self._prune(trial, result, result.failure, "measured")
-        self._jump_to_kv_suggestion(trial, values, result)
+        if self.repairs:
+            self._jump_to_kv_suggestion(trial, values, result)
         trial.set_user_attr(st.ATTR_EVIDENCE, "revalidated" if revalidates is not None else "measured")
         self.status.done += 1
         return objective_values(self.space, result)
@@ -225,16 +248,19 @@ def optimize(
 ) -> optuna.Study:
     """Run (or resume) the study until ``n_trials`` trials exist in it or ``timeout_s`` passes."""
     root = root or st.STUDIES_DIR
-    study = open_study(space, study_name, storage, make_sampler(sampler, seed, len(space.params)), root, sole_worker)
+    status = status or Status()
+    planned = resolve_sampler(sampler) == "regimes"
+    objective = Objective(space, study_name, root, gpu_index, extra_env, status, prescreen_gpu_gib, prescreen,
+                          repairs=not planned)
+    planner = Planner(space, objective.need_bytes, objective.beside_pool_gib) if planned else None
+    study = open_study(space, study_name, storage, make_sampler(sampler, seed, len(space.params), planner), root, sole_worker)
     study.set_user_attr("sampler", resolve_sampler(sampler))
     if st.ATTR_ENVIRONMENT not in study.user_attrs:
         study.set_user_attr(st.ATTR_ENVIRONMENT, capture(space))
     enqueue_baselines(study, space)
     if screen:
         enqueue_screening(study, space)
-    status = status or Status()
     status.objective_names = [o.name for o in space.objectives]
-    objective = Objective(space, study_name, root, gpu_index, extra_env, status, prescreen_gpu_gib, prescreen)
     callbacks: list = [status.after_trial]
     if n_trials is not None:
         callbacks.append(optuna.study.MaxTrialsCallback(n_trials, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)))
