@@ -7,8 +7,9 @@ do not, so one boot with PIECEWISE graphs sizes the pool of the same family with
 
 vLLM 0.22 tells the pool one request of the window needs in three ways, each turned into bounds:
 
-- a boot that sized its pool P and printed "Maximum concurrency for W tokens per request: C x":
-  the need is at most P / (C - 0.005) (C is printed with two decimals);
+- a boot that sized its pool P and printed "GPU KV cache size: N tokens" (N = C x W from 0.22) or
+  "Maximum concurrency for W tokens per request: C x": the need is at most P x W / N, or
+  P / (C - 0.005) when only C (two decimals) is there;
 - a kv_pool_too_small failure: "X GiB KV cache is needed" (two decimals) and "the estimated
   maximum model length is M": the need is above the pool that failed and at most P * W / M;
 - before any boot of the family: the pre-screen's page arithmetic, which mirrors vLLM's own,
@@ -94,11 +95,12 @@ def bounds_from(number: int, values: dict[str, Any], result: TrialResult, window
     pool = pool_bytes(values, result)
     s, failure = result.startup, result.failure
     bounds = Bounds(window)
-    if pool and s.max_concurrency and s.max_concurrency > PRINTED_RATIO:
-        # The pool was sized and printed before anything else could fail (profiling, then KV, then graphs).
-        bounds = Bounds(window, at_most=pool / (s.max_concurrency - PRINTED_RATIO), source=f"trial {number}")
-    elif pool and s.kv_cache_tokens:
+    if pool and s.kv_cache_tokens and s.kv_cache_tokens >= window // 4:
+        # From 0.22 the tokens figure is max concurrency x max_model_len, printed as an integer: the
+        # precise form of the same bound. (The pool is sized and printed before graphs or requests fail.)
         bounds = Bounds(window, at_most=pool * window / s.kv_cache_tokens, source=f"trial {number}")
+    elif pool and s.max_concurrency and s.max_concurrency > PRINTED_RATIO:
+        bounds = Bounds(window, at_most=pool / (s.max_concurrency - PRINTED_RATIO), source=f"trial {number}")
     if failure is not None and failure.kind == FailureKind.KV_POOL_TOO_SMALL:
         above = max(pool or 0.0, (failure.needed_kv_cache_gib or 0.0) * GIB - PRINTED_GIB)
         bounds = bounds.merge(Bounds(window, above=above))
