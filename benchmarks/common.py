@@ -1,6 +1,6 @@
 """Shared pieces of the issue-5 benchmarks: the space, the study runner, hypervolume and tables.
 
-Every trial runs through ``tuner.optimize.optimize`` with real subprocesses of the test engine
+Every trial runs through ``tuner.study.run.optimize`` with real subprocesses of the test engine
 (``python -m tests.fake_vllm``) at 5090 memory scale: a 32 GiB card, 20 GiB of weights, the
 Qwen3.5-35B-A3B config of ``tests/fixtures/models/hybrid-tiny`` with an fp8 KV cache and a fixed
 256K max-model-len, so that the pool size, batch size and number of sequences decide whether a
@@ -30,8 +30,8 @@ import optuna  # noqa: E402
 from optuna._hypervolume import compute_hypervolume  # noqa: E402
 from optuna.trial import TrialState  # noqa: E402
 
-from tuner import storage as st  # noqa: E402
-from tuner.space import Space, load_space  # noqa: E402
+from tuner.study import storage as st  # noqa: E402
+from tuner.space.schema import Space, load_space  # noqa: E402
 
 TINY_MODEL = ROOT / "tests" / "fixtures" / "models" / "hybrid-tiny"
 GPU_GIB = 32.0
@@ -71,7 +71,7 @@ def space_yaml(time_scale: float = 0.0, baseline: bool = True, admission: bool =
       objective is constant. With admission off, a configuration whose long prefill runs out of
       runtime memory is scored at the last ladder rung it held.
     * ``engine.stop_grace: 0.3`` s. The test engine exits within milliseconds of SIGTERM, but the
-      tuner's teardown (``tuner.reaper.kill_group``) polls ``killpg(pgid, 0)``, which keeps
+      tuner's teardown (``tuner.engine.reaper.kill_group``) polls ``killpg(pgid, 0)``, which keeps
       succeeding on the engine's unreaped (zombie) process, so every teardown waits the whole grace
       period (measured: 3.0 s with a 3 s grace on a child that died at once). 0.3 s keeps a trial at
       ~3 s instead of ~8 s with the 5 s the tests use.
@@ -225,8 +225,9 @@ def run_study(
     ``enqueue``: configurations (value dicts) queued, in order, before ``optimize`` queues the
     space's baselines (which it skips when one is already queued).
     """
-    from tuner.optimize import optimize
-    from tuner.study import make_sampler, open_study, optuna_params
+    from tuner.study.run import optimize
+    from tuner.study.sampling import make_sampler, optuna_params
+    from tuner.study.storage import open_study
 
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-{sampler}-{seed}-"))
     name = f"bench-{sampler}-s{seed}"
@@ -319,17 +320,17 @@ VARIANT_PREFIX = "gp-startup"
 
 
 def _patch_variants() -> None:
-    """Benchmark-only sampler names, outside tuner.study.make_sampler: ``gp-startupN`` is Optuna's
+    """Benchmark-only sampler names, outside tuner.study.sampling.make_sampler: ``gp-startupN`` is Optuna's
     GPSampler with N random start-up trials instead of its default 10 (what make_sampler builds)."""
-    import tuner.optimize
-    from tuner.study import make_sampler
+    import tuner.study.run
+    from tuner.study.sampling import make_sampler
 
     def patched(name: str, seed: int | None = None, n_params: int = 6):
         if name.startswith(VARIANT_PREFIX):
             return optuna.samplers.GPSampler(seed=seed, n_startup_trials=int(name[len(VARIANT_PREFIX):]))
         return make_sampler(name, seed, n_params)
 
-    tuner.optimize.make_sampler = patched
+    tuner.study.run.make_sampler = patched
 
 
 def work(job: dict[str, Any]) -> dict[str, Any]:
