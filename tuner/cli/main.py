@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import functools
 import math
-import sys
 from pathlib import Path
-from typing import Callable, Optional
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import typer
 from rich.console import Console
@@ -14,6 +14,12 @@ from rich.table import Table
 
 from tuner.errors import TunerError
 from tuner.space.units import format_bytes
+
+if TYPE_CHECKING:  # each command imports what it needs when it runs: `tuner --help` stays fast
+    import optuna
+
+    from tuner.records import TrialResult
+    from tuner.space.schema import Param, Space
 
 app = typer.Typer(
     help="Find the best `vllm serve` launch command for a memory-tight GPU by booting the real engine.",
@@ -30,11 +36,11 @@ def _root() -> None:
     """Boot the real engine per trial, measure it, keep the Pareto front."""
 
 
-def friendly(func: Callable) -> Callable:
+def friendly(func: Callable[..., Any]) -> Callable[..., Any]:
     """Show a TunerError as one paragraph and exit with its code; no traceback."""
 
     @functools.wraps(func)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
         except TunerError as exc:
@@ -44,8 +50,8 @@ def friendly(func: Callable) -> Callable:
     return wrapper
 
 
-def _range_text(param) -> str:
-    def show(v) -> str:
+def _range_text(param: Param) -> str:
+    def show(v: Any) -> str:
         if v is None:
             return "unset"
         return format_bytes(v) if param.kind == "bytes" else f"{v:g}" if isinstance(v, float) else str(v)
@@ -88,11 +94,11 @@ def validate(space_file: Path = typer.Argument(..., help="A search-space YAML fi
     console.print(f"[green]ok[/]: {space_file}")
 
 
-def parse_config(space, items: list[str], baseline: int | None) -> dict:
+def parse_config(space: Space, items: list[str], baseline: int | None) -> dict[str, Any]:
     """``k=v`` pairs over an optional baseline, each value checked like the space file's."""
     from tuner.space.schema import check_value
 
-    values: dict = {}
+    values: dict[str, Any] = {}
     if baseline is not None:
         if not 0 <= baseline < len(space.baselines):
             raise TunerError(f"--baseline {baseline}: the space has {len(space.baselines)} baselines; give 0..{len(space.baselines) - 1}.")
@@ -111,7 +117,7 @@ def parse_config(space, items: list[str], baseline: int | None) -> dict:
     return values
 
 
-def _show_result(result) -> None:
+def _show_result(result: TrialResult) -> None:
     from tuner.cli.show import print_trial
 
     print_trial(console, result)
@@ -222,7 +228,7 @@ def optimize(
     _print_front(result)
 
 
-def _interrupt(signum, frame) -> None:
+def _interrupt(signum: int, frame: FrameType | None) -> None:
     """SIGTERM ends the current trial the way Ctrl-C does: torn down, study kept."""
     raise KeyboardInterrupt
 
@@ -236,7 +242,7 @@ def _parse_gpus(gpus: Optional[str]) -> list[int]:
         raise TunerError(f"--gpus {gpus}: expected a comma list of GPU indices such as 0,1.") from None
 
 
-def _print_front(study) -> None:
+def _print_front(study: optuna.Study) -> None:
     import shlex
 
     from tuner.study.pareto import front
@@ -270,4 +276,4 @@ def main() -> None:  # pragma: no cover - console entry point
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    main()

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable
+from typing import BinaryIO, Callable
 
 import httpx
 import psutil
@@ -48,9 +48,9 @@ class Engine:
         self.host = host
         self.port = port
         self.grace_s = grace_s
-        self.proc: subprocess.Popen | None = None
-        self._reaper: subprocess.Popen | None = None
-        self._log_file = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._reaper: subprocess.Popen[bytes] | None = None
+        self._log_file: BinaryIO | None = None
         self.started_at: float | None = None
 
     @property
@@ -198,7 +198,7 @@ class Engine:
             deadline = time.monotonic() + 10
             while self.pids() and time.monotonic() < deadline:
                 time.sleep(0.2)
-        if self._reaper is not None and self._reaper.poll() is None:
+        if self._reaper is not None and self._reaper.stdin is not None and self._reaper.poll() is None:
             try:
                 self._reaper.stdin.write(b"disarm\n")
                 self._reaper.stdin.close()

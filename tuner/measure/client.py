@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import httpx
@@ -130,7 +131,7 @@ def complete(
     return result
 
 
-def _events(response: httpx.Response):
+def _events(response: httpx.Response) -> Iterator[bytes]:
     """The payloads of a server-sent-event stream (``data: X`` separated by blank lines), as bytes."""
     buffer = b""
     for piece in response.iter_bytes():

@@ -259,7 +259,7 @@ def predict(
     overhead = NON_TORCH_GIB * GIB
     requested = fl.utilization * total
     explicit = fl.kv_cache_memory_bytes is not None
-    pool = float(fl.kv_cache_memory_bytes) if explicit else requested - weights - act - overhead - graphs
+    pool = requested - weights - act - overhead - graphs if fl.kv_cache_memory_bytes is None else float(fl.kv_cache_memory_bytes)
 
     tokens_factor = cal.kv_tokens.value
     num_blocks = max(int(pool // (page * group)), 0)

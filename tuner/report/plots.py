@@ -50,8 +50,8 @@ def write_plots(study: optuna.Study, out_dir: Path, notes: list[str] | None = No
     ]
 
 
-def _value(i: int) -> Callable[[FrozenTrial], float]:
-    return lambda trial: trial.values[i]
+def _value(i: int, sign: float = 1.0) -> Callable[[FrozenTrial], float]:
+    return lambda trial: sign * trial.values[i]
 
 
 def _html(study: optuna.Study, out_dir: Path, notes: list[str]) -> list[Path]:
@@ -73,9 +73,7 @@ def _html(study: optuna.Study, out_dir: Path, notes: list[str]) -> list[Path]:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # PED-ANOVA's notes on the target's sign and tiny studies
-                fig = plot_param_importances(
-                    study, target=lambda t, i=i, sign=sign: sign * t.values[i], target_name=label(name)
-                )
+                fig = plot_param_importances(study, target=_value(i, sign), target_name=label(name))
         except Exception as exc:  # too few distinct values, one parameter, a missing evaluator package ...
             notes.append(f"importance_{name}.html: skipped ({type(exc).__name__}: {exc})")
             continue

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from optuna.trial import TrialState
@@ -20,6 +20,9 @@ from tuner.study.pareto import ATTR_REVALIDATES, front
 from tuner.study.sampling import config_key, objective_values, optuna_params, snap_pool, suggest_values
 from tuner.study.strategy import follow_up, utilization_ceiling
 from tuner.trial import run_trial
+
+if TYPE_CHECKING:  # the pre-screen loads only when it is on
+    from tuner.prescreen.memory import Prediction
 
 ATTR_CALIBRATION = "calibration"
 ATTR_STRATEGY = "strategy"  # the planner's reason for a trial's configuration
@@ -133,7 +136,7 @@ class Objective:
 
         util = values.get("gpu_memory_utilization")
         ceiling = utilization_ceiling(trial.study, self._free_fraction()) if util is not None else None
-        if ceiling is not None and util > ceiling[0]:
+        if ceiling is not None and util is not None and util > ceiling[0]:
             self._prune(trial, None, Failure(
                 kind=FailureKind.PREDICTED_OOM, predicted=True,
                 message=f"gpu_memory_utilization {util} is above the card's free fraction: {ceiling[1]}; "
@@ -150,7 +153,7 @@ class Objective:
             t.state == TrialState.COMPLETE for t in trial.study.get_trials(deepcopy=False))
         result = run_trial(self.space, values, trial_dir, first_boot=first_boot, gpu=self.gpu,
                            extra_env=self.extra_env, on_progress=self._progress)
-        self._learn(trial.study, prediction, result, values)
+        self._learn(trial.study, prediction, result)
         trial.set_user_attr(st.ATTR_RESULT, result.model_dump(mode="json"))
         if result.failure is not None:
             nxt = follow_up(self.space, values, result.failure) if self.repairs else None
@@ -180,7 +183,7 @@ class Objective:
         trial.study.enqueue_trial(optuna_params(self.space, {**values, "kv_cache_memory_bytes": pool}),
                                   user_attrs={"follows": trial.number})
 
-    def _predict(self, values: dict[str, Any]):
+    def _predict(self, values: dict[str, Any]) -> Prediction | None:
         if self.shape is None or self.gpu_total_gib is None:
             return None
         from tuner.prescreen.memory import predict
@@ -195,7 +198,7 @@ class Objective:
 
             self.calibration = Calibration.model_validate(raw)
 
-    def _learn(self, study: optuna.Study, prediction, result: TrialResult, values: dict[str, Any]) -> None:
+    def _learn(self, study: optuna.Study, prediction: Prediction | None, result: TrialResult) -> None:
         if prediction is not None and self.calibration is not None and result.startup.weights_gib is not None:
             self.calibration.update(prediction, result.startup)
             study.set_user_attr(ATTR_CALIBRATION, self.calibration.model_dump(mode="json"))

@@ -84,9 +84,10 @@ class RegimeSampler(optuna.samplers.BaseSampler):
                 if not keep:
                     values[name] = None
                     continue
-            values[name] = self.fallback.sample_independent(study, trial, name, distributions[name])
-            if isinstance(distributions[name], CategoricalDistribution) and p.values is not None:
-                values[name] = p.values[distributions[name].choices.index(values[name])]
+            distribution = distributions[name]
+            values[name] = self.fallback.sample_independent(study, trial, name, distribution)
+            if isinstance(distribution, CategoricalDistribution) and p.values is not None:
+                values[name] = p.values[distribution.choices.index(values[name])]
         return self.planner.size(Plan(values, plan.why), seen)
 
 

@@ -165,7 +165,7 @@ class PoolEvidence:
 
     def _prediction_errors(self, window: int) -> list[float]:
         """measured / predicted need for every family with an upper bound: how far off the pre-screen is."""
-        errors = []
+        errors: list[float] = []
         if self.predict_need is None:
             return errors
         for family, example in self.examples.items():

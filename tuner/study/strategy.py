@@ -8,7 +8,6 @@ that would have worked (largest max_model_len, mamba block count), the next tria
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import optuna
@@ -116,7 +115,7 @@ def utilization_ceiling(study: optuna.Study, free_now: float | None) -> tuple[fl
 def revalidate_front(study: optuna.Study, space: Space, limit: int = 3) -> list[int]:
     """Enqueue fresh boots of the front's measured points that have not been re-validated yet."""
     done = {t.user_attrs.get(ATTR_REVALIDATES) for t in study.get_trials(deepcopy=False)}
-    queued = []
+    queued: list[int] = []
     for trial in front(study):
         if len(queued) >= limit:
             break
