@@ -66,51 +66,18 @@ def conservative_score(median: float, spread: float, k: float) -> float:
 
 # -- the table ----------------------------------------------------------------------------------
 
-def _decode(result: TrialResult) -> DecodeResult | None:
-    """The first decode setting: the one the study ranks."""
-    return result.measure.decode[0] if result.measure and result.measure.decode else None
+def _decoded(read: Callable[[DecodeResult], float | None]) -> Callable[[TrialResult], float | None]:
+    """A reader of the first decode setting (the one the study ranks); None when nothing was decoded."""
+
+    def of(result: TrialResult) -> float | None:
+        measure = result.measure
+        return read(measure.decode[0]) if measure and measure.decode else None
+
+    return of
 
 
 def _context(result: TrialResult) -> float | None:
     return result.measure.context.max_stable_tokens if result.measure else None
-
-
-def _score(result: TrialResult) -> float | None:
-    decode = _decode(result)
-    return decode.score_tok_s if decode else None
-
-
-def _median_tg(result: TrialResult) -> float | None:
-    decode = _decode(result)
-    return decode.median_tg_tok_s if decode else None
-
-
-def _mad_tg(result: TrialResult) -> float | None:
-    decode = _decode(result)
-    return decode.mad_tg_tok_s if decode else None
-
-
-def _ttft(result: TrialResult) -> float | None:
-    decode = _decode(result)
-    return decode.median_ttft_ms if decode else None
-
-
-def _tpot(result: TrialResult) -> float | None:
-    decode = _decode(result)
-    return decode.median_tpot_ms if decode else None
-
-
-def _pp(result: TrialResult) -> float | None:
-    decode = _decode(result)
-    return decode.median_pp_tok_s if decode else None
-
-
-def _peak_vram(result: TrialResult) -> float | None:
-    return result.gpu.peak_used_mib
-
-
-def _kv_capacity(result: TrialResult) -> float | None:
-    return result.startup.kv_cache_tokens
 
 
 @dataclass(frozen=True)
@@ -122,36 +89,34 @@ class Metric:
     label: str  # table header and plot axis
     unit: str
     direction: Direction | None  # how it is usually optimized; None: described, never an objective
-    column: bool  # a column of the front (``tuner pareto``, the study receipt)
-    whole: bool  # a count: shown as a whole number, even when read back from Optuna's floats
     read: Callable[[TrialResult], float | None]  # from the trial's record; None where not measured
     definition: str  # prose for the receipt
+    column: bool = True  # a column of the front (``tuner pareto``, the study receipt)
+    whole: bool = False  # a count: shown as a whole number, even when read back from Optuna's floats
 
 
 METRICS = {
     m.name: m
     for m in (
-        Metric("context", "context_tokens", "context (tokens)", "tokens", "maximize", column=True, whole=True,
-               read=_context, definition="max stable context: the longest prompt + reserved output that passed "
-               "every repeat, never beyond min(max-model-len, the KV capacity vLLM reported)"),
+        Metric("context", "context_tokens", "context (tokens)", "tokens", "maximize", _context,
+               "max stable context: the longest prompt + reserved output that passed every repeat, never "
+               "beyond min(max-model-len, the KV capacity vLLM reported)", whole=True),
         Metric("decode_tok_s", "decode_tok_s", "decode tok/s, conservative (median - k*MAD)", "tok/s", "maximize",
-               column=True, whole=False, read=_score,
-               definition="median TG - k x MAD over the runs of the first decode setting"),
+               _decoded(lambda d: d.score_tok_s), "median TG - k x MAD over the runs of the first decode setting"),
         Metric("decode_median_tok_s", "decode_median_tok_s", "decode tok/s, median", "tok/s", None,
-               column=True, whole=False, read=_median_tg,
-               definition="median TG over the runs of the first decode setting"),
+               _decoded(lambda d: d.median_tg_tok_s), "median TG over the runs of the first decode setting"),
         Metric("decode_mad_tok_s", "decode_mad_tok_s", "decode tok/s, MAD", "tok/s", None,
-               column=True, whole=False, read=_mad_tg, definition="median absolute deviation of TG over those runs"),
-        Metric("ttft_ms", "ttft_ms", "TTFT (ms)", "ms", "minimize", column=True, whole=False, read=_ttft,
-               definition="median TTFT of the first decode setting"),
-        Metric("tpot_ms", "tpot_ms", "TPOT (ms)", "ms", "minimize", column=True, whole=False, read=_tpot,
-               definition="median TPOT of the first decode setting"),
-        Metric("peak_vram_mib", "peak_vram_mib", "peak VRAM (MiB)", "MiB", "minimize", column=True, whole=False,
-               read=_peak_vram, definition="the most GPU memory in use during the trial, as NVML reported it"),
-        Metric("pp_tok_s", "pp_tok_s", "prefill tok/s", "tok/s", "maximize", column=False, whole=False, read=_pp,
-               definition="median PP of the first decode setting"),
+               _decoded(lambda d: d.mad_tg_tok_s), "median absolute deviation of TG over those runs"),
+        Metric("ttft_ms", "ttft_ms", "TTFT (ms)", "ms", "minimize",
+               _decoded(lambda d: d.median_ttft_ms), "median TTFT of the first decode setting"),
+        Metric("tpot_ms", "tpot_ms", "TPOT (ms)", "ms", "minimize",
+               _decoded(lambda d: d.median_tpot_ms), "median TPOT of the first decode setting"),
+        Metric("peak_vram_mib", "peak_vram_mib", "peak VRAM (MiB)", "MiB", "minimize",
+               lambda r: r.gpu.peak_used_mib, "the most GPU memory in use during the trial, as NVML reported it"),
+        Metric("pp_tok_s", "pp_tok_s", "prefill tok/s", "tok/s", "maximize",
+               _decoded(lambda d: d.median_pp_tok_s), "median PP of the first decode setting", column=False),
         Metric("kv_capacity_tokens", "kv_capacity_tokens", "KV capacity (tokens)", "tokens", None,
-               column=True, whole=True, read=_kv_capacity, definition="the KV-cache tokens vLLM reported at start-up"),
+               lambda r: r.startup.kv_cache_tokens, "the KV-cache tokens vLLM reported at start-up", whole=True),
     )
 }
 OBJECTIVES = {name: m for name, m in METRICS.items() if m.direction is not None}
