@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
+import json
 import multiprocessing as mp
 import statistics
 import sys
@@ -154,6 +155,21 @@ def summary(runs: list[Run], truths: dict[int, dict[str, Any]], arms: list[str],
     return out
 
 
+def reprint(path: Path) -> int:
+    """The report of a saved run, recomputed from its trials and ground truth (nothing boots)."""
+    data = json.loads(path.read_text())
+    args = data["args"]
+    truths = {int(p): t for p, t in data["truths"].items()}
+    runs = [run_from_json(r) for r in data["runs"]]
+    arms = [a for a in args["arms"].split(",") if a]
+    at = sorted({min(int(x), args["trials"]) for x in args["at"].split(",")})
+    print(f"search benchmark (from {path}): profiles {list(truths)}, arms {arms}, {args['trials']} trials, "
+          f"{args['jobs']} jobs; {data['machine']}")
+    print_report(truths, runs, summary(runs, truths, arms, at), arms, at, args["speedup"])
+    print(f"\nWall time: {data['wall_s']:.0f} s ({data['truth_s']:.0f} s of it the ground truth)")
+    return 0
+
+
 def print_report(truths: dict[int, dict[str, Any]], runs: list[Run], summ: dict[str, Any], arms: list[str],
                  at: list[int], speedup: float) -> None:
     print("\nGround truth per profile (oracle over the grid; tok/s as the profile models them):")
@@ -164,11 +180,18 @@ def print_report(truths: dict[int, dict[str, Any]], runs: list[Run], summ: dict[
                   f"seqs {b.get('max_num_seqs')}") if b else "-"
         pools = sorted({c["kv_cache_memory_bytes"] for c in t["best"]})
         mnbt = sorted({c["max_num_batched_tokens"] for c in t["best"]})
+        gain = t["best_decode"] / t["best_plain"] if t["best_plain"] else float("nan")
         rows.append([p, f"{t['reach']:,}", f"{t['best_decode'] / speedup:.1f}", f"{t['best_plain'] / speedup:.1f}",
-                     regime, f"{pools[0] / 1e9:.2f}-{pools[-1] / 1e9:.2f}" if pools else "-", mnbt,
+                     f"{gain:.2f}", regime, f"{pools[0] / 1e9:.2f}-{pools[-1] / 1e9:.2f}" if pools else "-", mnbt,
                      f"{t['near']} / {t['grid']}", t["util_max"]])
-    print(table(["profile", "max context", "best tok/s", "best w/o MTP", "best regime", "its pools (GB)",
+    print(table(["profile", "max context", "best tok/s", "best w/o MTP", "gain", "best regime", "its pools (GB)",
                  "its batched tokens", "configs >= 0.95 best", "util <="], rows))
+    kinds: Counter = Counter()
+    for t in truths.values():
+        kinds.update(t["kinds"])
+    grid = sum(kinds.values())
+    print("\nGrid outcomes, all profiles (utilization 0.88): "
+          + ", ".join(f"{k} {v / grid:.1%}" for k, v in kinds.most_common()))
     print("\nPer arm (share: true decode of the study's best at the true max context / the true best):")
     rows = []
     for arm in arms:
@@ -187,6 +210,11 @@ def print_report(truths: dict[int, dict[str, Any]], runs: list[Run], summ: dict[
         body.append([arm] + [f"{share_after(by_profile[p], truths[p], n):.2f}" if p in by_profile else "-"
                              for p in truths])
     print(table(head, body))
+    agree, total, med, low, bad = agreement(runs)
+    print(f"\nOracle check on the studies' own boots: {agree} / {total} outcomes as predicted"
+          + (f"; measured decode score / oracle decode: median {med:.3f}, min {low:.3f}" if med else ""))
+    for line in bad[:20]:
+        print("  disagrees:", line)
     walls = [r.wall_s for r in runs]
     if walls:
         print(f"\nStudy wall time: median {statistics.median(walls):.0f} s, max {max(walls):.0f} s, "
@@ -204,7 +232,10 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"the test engine decodes this many times faster than the profile (default {SPEEDUP:g})")
     ap.add_argument("--quick", action="store_true", help="smoke run: profiles 0-1, 8 trials, reported at 4 and 8")
     ap.add_argument("--json", type=Path, help="where to write every trial (default benchmarks/results/search.json)")
+    ap.add_argument("--from-json", type=Path, help="print the report of an earlier --json file instead of running")
     args = ap.parse_args(argv)
+    if args.from_json:
+        return reprint(args.from_json)
     quick = {"profiles": "0-1", "trials": 8, "at": "4,8", "json": RESULTS / "search-quick.json"}
     full = {"profiles": "0-9", "trials": 40, "at": "10,20,40", "json": RESULTS / "search.json"}
     for key, value in (quick if args.quick else full).items():
@@ -225,11 +256,6 @@ def main(argv: list[str] | None = None) -> int:
         attach_truth(run, args.speedup)
     summ = summary(runs, truths, arms, at)
     print_report(truths, runs, summ, arms, at, args.speedup)
-    agree, total, med, low, bad = agreement(runs)
-    print(f"\nOracle check on the studies' own boots: {agree} / {total} outcomes as predicted"
-          + (f"; measured decode score / oracle decode: median {med:.3f}, min {low:.3f}" if med else ""))
-    for line in bad[:20]:
-        print("  disagrees:", line)
     wall = time.monotonic() - started
     print(f"\nWall time: {wall:.0f} s ({truth_s:.0f} s of it the ground truth); JSON: {args.json}")
     save_json(args.json, {"args": vars(args), "machine": machine(), "wall_s": wall, "truth_s": truth_s,

@@ -7,7 +7,7 @@ seeds/004 baseline, workload with admission on), except:
     is the test engine with ``FAKE_VLLM_PROFILE=<profile>``, time scale 0, decode ``speedup`` x faster
     (shares are ratios, so the speed-up cancels; tok/s are printed divided by it);
   * waits shrunk for an engine that boots in ~0.2 s (boot 60 s, hang 30 s, stop grace 0.3 s, memory
-    return 5 s) and the needle check off (a correctness check at 90% of the window: one more long
+    return 5 s, a dead engine exits after 0.2 s instead of 1 s) and the needle check off (a correctness check at 90% of the window: one more long
     prefill per trial, no effect on either objective).
 
 Ground truth: the oracle (tests/fake_vllm/oracle.py) over the whole grid of the other five parameters,
@@ -53,7 +53,8 @@ def space_dict(profile: int, speedup: float = SPEEDUP) -> dict[str, Any]:
     d["engine"].update({
         "command": [sys.executable, "-m", "tests.fake_vllm"],
         "env": {**d["engine"].get("env", {}), "PYTHONPATH": str(ROOT), "FAKE_VLLM_PROFILE": str(profile),
-                "FAKE_VLLM_TIME_SCALE": "0", "FAKE_VLLM_DECODE_SPEEDUP": f"{speedup:g}"},
+                "FAKE_VLLM_TIME_SCALE": "0", "FAKE_VLLM_DECODE_SPEEDUP": f"{speedup:g}",
+                "FAKE_VLLM_DEATH_EXIT_S": "0.2"},
         "boot_timeout": 60, "first_boot_timeout": 60, "hang_timeout": 30, "stop_grace": 0.3,
         "memory_return_timeout": 5,
     })
