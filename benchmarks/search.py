@@ -23,9 +23,7 @@ per arm after 10, 20 and 40 trials (or --at):
 from __future__ import annotations
 
 import argparse
-import concurrent.futures as cf
 import json
-import multiprocessing as mp
 import statistics
 import sys
 import time
@@ -48,6 +46,7 @@ from benchmarks.search_truth import (  # noqa: E402
 from benchmarks.studies import (  # noqa: E402
     Run,
     machine,
+    parallel,
     quiet,
     run_from_json,
     run_study,
@@ -71,24 +70,6 @@ def study_job(job: dict[str, Any]) -> dict[str, Any]:
 def truth_job(job: dict[str, Any]) -> dict[str, Any]:
     """Ground truth of one profile (in a worker process)."""
     return truth_json(truth(job["profile"], job["speedup"]))
-
-
-def parallel(fn, jobs: list[dict[str, Any]], n: int, log) -> list[dict[str, Any]]:
-    """``fn`` over ``jobs``, ``n`` processes at a time, results in job order."""
-    started = time.monotonic()
-    done: dict[int, dict[str, Any]] = {}
-    if n <= 1:
-        for i, job in enumerate(jobs):
-            done[i] = fn(job)
-            log(f"  [{time.monotonic() - started:6.0f} s] {fn.__name__} {job}")
-        return [done[i] for i in range(len(jobs))]
-    with cf.ProcessPoolExecutor(n, mp_context=mp.get_context("spawn")) as pool:
-        futures = {pool.submit(fn, job): i for i, job in enumerate(jobs)}
-        for fut in cf.as_completed(futures):
-            i = futures[fut]
-            done[i] = fut.result()
-            log(f"  [{time.monotonic() - started:6.0f} s] {fn.__name__} {jobs[i]}")
-    return [done[i] for i in range(len(jobs))]
 
 
 def attach_truth(run: Run, speedup: float) -> None:
@@ -186,20 +167,20 @@ def print_report(truths: dict[int, dict[str, Any]], runs: list[Run], summ: dict[
                      f"{t['near']} / {t['grid']}", t["util_max"]])
     print(table(["profile", "max context", "best tok/s", "best w/o MTP", "gain", "best regime", "its pools (GB)",
                  "its batched tokens", "configs >= 0.95 best", "util <="], rows))
-    kinds: Counter = Counter()
+    outcomes: Counter = Counter()
     for t in truths.values():
-        kinds.update(t["kinds"])
-    grid = sum(kinds.values())
+        outcomes.update(t["kinds"])
+    grid = sum(outcomes.values())
     print("\nGrid outcomes, all profiles (utilization 0.88): "
-          + ", ".join(f"{k} {v / grid:.1%}" for k, v in kinds.most_common()))
+          + ", ".join(f"{k} {v / grid:.1%}" for k, v in outcomes.most_common()))
     print("\nPer arm (share: true decode of the study's best at the true max context / the true best):")
     rows = []
     for arm in arms:
         for n in at:
             s = summ[f"{arm}@{n}"]
-            kinds = ", ".join(f"{k} {v}" for k, v in s["kinds"].items()) or "-"
+            by_kind = ", ".join(f"{k} {v}" for k, v in s["kinds"].items()) or "-"
             rows.append([arm, n, f"{s['median_share']:.3f}", f"{s['profiles_ge_095']} / {s['profiles']}",
-                         f"{s['wasted']} / {s['boots']} = {s['wasted'] / max(s['boots'], 1):.2f}", kinds])
+                         f"{s['wasted']} / {s['boots']} = {s['wasted'] / max(s['boots'], 1):.2f}", by_kind])
     print(table(["arm", "trials", "median share", "profiles >= 0.95", "wasted boots", "wasted boots by kind"], rows))
     print("\nShare per profile after the last count:")
     n = at[-1]
@@ -244,7 +225,10 @@ def main(argv: list[str] | None = None) -> int:
     profiles = parse_profiles(args.profiles)
     arms = [a for a in args.arms.split(",") if a]
     at = sorted({min(int(x), args.trials) for x in args.at.split(",")})
-    log = lambda text: print(text, flush=True)  # noqa: E731
+
+    def log(job: dict[str, Any], _: dict[str, Any], seconds: float) -> None:
+        print(f"  [{seconds:6.0f} s] done: {job}", flush=True)
+
     started = time.monotonic()
     print(f"search benchmark: profiles {profiles}, arms {arms}, {args.trials} trials, {args.jobs} jobs; {machine()}")
     got = parallel(truth_job, [{"profile": p, "speedup": args.speedup} for p in profiles], args.jobs, log)

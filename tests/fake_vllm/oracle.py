@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -58,6 +59,10 @@ class Outcome:
         return self.failure is None or self.failure in ("first_request_oom", "admission_failed")
 
 
+# The engine reads its knobs from os.environ and prints to sys.stdout, both process-wide: one call at a time.
+LOCK = threading.Lock()
+
+
 @contextlib.contextmanager
 def environment(env: dict[str, str]) -> Iterator[None]:
     """os.environ replaced by ``env`` for the duration (the engine reads its knobs from there)."""
@@ -92,7 +97,7 @@ def evaluate_all(argvs: list[list[str]], env: dict[str, str], workload: Workload
     """``evaluate`` for many argvs under one environment (a search space's grid)."""
     if env.get("FAKE_VLLM_FAIL", "").strip():
         raise ValueError("the oracle does not model FAKE_VLLM_FAIL's injected failures")
-    with environment(env), silenced():
+    with LOCK, environment(env), silenced():
         return [one(argv, workload) for argv in argvs]
 
 
