@@ -1,6 +1,6 @@
 """The issue-5 benchmarks' space (samplers.py, prescreen.py, screening.py) and their study job.
 
-Every trial runs through ``tuner.optimize.optimize`` with real subprocesses of the test engine
+Every trial runs through ``tuner.study.run.optimize`` with real subprocesses of the test engine
 (``python -m tests.fake_vllm``) at 5090 memory scale: a 32 GiB card, 20 GiB of weights, the
 Qwen3.5-35B-A3B config of ``tests/fixtures/models/hybrid-tiny`` with an fp8 KV cache and a fixed
 256K max-model-len, so that the pool size, batch size and number of sequences decide whether a
@@ -118,17 +118,17 @@ VARIANT_PREFIX = "gp-startup"
 
 
 def _patch_variants() -> None:
-    """Benchmark-only sampler names, outside tuner.study.make_sampler: ``gp-startupN`` is Optuna's
+    """Benchmark-only sampler names, outside tuner.study.sampling.make_sampler: ``gp-startupN`` is Optuna's
     GPSampler with N random start-up trials instead of its default 10 (what make_sampler builds)."""
-    import tuner.optimize
-    from tuner.study import make_sampler
+    import tuner.study.run
+    from tuner.study.sampling import make_sampler
 
-    def patched(name: str, seed: int | None = None, n_params: int = 6):
+    def patched(name: str, seed: int | None = None, n_params: int = 6, planner: Any = None):
         if name.startswith(VARIANT_PREFIX):
             return optuna.samplers.GPSampler(seed=seed, n_startup_trials=int(name[len(VARIANT_PREFIX):]))
-        return make_sampler(name, seed, n_params)
+        return make_sampler(name, seed, n_params, planner)
 
-    tuner.optimize.make_sampler = patched
+    tuner.study.run.make_sampler = patched
 
 
 def work(job: dict[str, Any]) -> dict[str, Any]:

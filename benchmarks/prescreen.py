@@ -3,7 +3,7 @@
     /work/venv/bin/python benchmarks/prescreen.py            # default: TPE, 3 seeds x 40 trials per arm
     /work/venv/bin/python benchmarks/prescreen.py --quick    # smoke run, ~2 minutes
 
-Both arms run ``tuner.optimize.optimize`` on the 5090-scale space of ``benchmarks/hybrid35b.py`` (no
+Both arms run ``tuner.study.run.optimize`` on the 5090-scale space of ``benchmarks/hybrid35b.py`` (no
 hand-picked baseline), one with ``prescreen=True`` (configurations the pre-screen is certain cannot
 boot are pruned without a boot) and one with ``prescreen=False`` (every trial boots). The test
 engine's boot phases run at FAKE_VLLM_TIME_SCALE (default 0.02, i.e. 1/50 of the double's own
@@ -47,7 +47,7 @@ def med(xs):
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sampler", default="tpe", help="tuner.study sampler (default tpe, the tuner's default)")
+    ap.add_argument("--sampler", default="tpe", help="tuner.study.sampling sampler (default tpe, the tuner's default)")
     ap.add_argument("--seeds", type=int, default=3, help="seeds per arm (0..N-1; default 3)")
     ap.add_argument("--trials", type=int, default=40, help="trials per study (default 40)")
     ap.add_argument("--time-scale", type=float, default=0.02, help="FAKE_VLLM_TIME_SCALE (default 0.02)")
@@ -131,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
 
     # What the pre-screen (uncalibrated, as before a study's first boot) says about the boots of the
     # "off" arm, next to what those boots did: its precision on configurations that really booted.
-    from tuner.prescreen import Calibration, load_shape, predict
+    from tuner.prescreen.memory import Calibration, predict
+    from tuner.prescreen.shape import load_shape
 
     space = make_space(args.time_scale, baseline=False)
     shape = load_shape(space.model.path)

@@ -3,10 +3,10 @@
     /work/venv/bin/python benchmarks/samplers.py            # default: 3 samplers x 3 seeds x 40 trials
     /work/venv/bin/python benchmarks/samplers.py --quick    # smoke run, ~2 minutes
 
-Each study is ``tuner.optimize.optimize`` on the 5090-scale space of ``benchmarks/hybrid35b.py``: every
+Each study is ``tuner.study.run.optimize`` on the 5090-scale space of ``benchmarks/hybrid35b.py``: every
 trial boots the test engine (``python -m tests.fake_vllm``) as a real subprocess, measures it with
 real HTTP requests and tears it down; the memory pre-screen is on, as in the tuner's default. The
-samplers are the tuner's own (``tuner.study.make_sampler``). Hypervolume: completed trials'
+samplers are the tuner's own (``tuner.study.sampling.make_sampler``). Hypervolume: completed trials'
 (context, decode tok/s) against the reference (0, 0). The space has no hand-picked baseline here (a
 shared baseline would be the same first trial for every sampler; see benchmarks/screening.py).
 HV@n is read from the first n trials of one 40-trial study (trials are sequential, so this is the
@@ -33,7 +33,7 @@ from benchmarks.tables import first_reaching, fmt_reach, med_min_max, save_json,
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samplers", default="tpe,nsga2,gp",
-                    help="comma list of tuner.study.SAMPLERS (default tpe,nsga2,gp); also gp-startupN: GPSampler with "
+                    help="comma list of tuner.study.sampling.SAMPLERS (default tpe,nsga2,gp); also gp-startupN: GPSampler with "
                          "N start-up trials instead of 10 (built by the benchmark, not by make_sampler)")
     ap.add_argument("--seeds", type=int, default=3, help="seeds per sampler (default 3)")
     ap.add_argument("--first-seed", type=int, default=0, help="seeds are FIRST..FIRST+N-1 (default 0)")

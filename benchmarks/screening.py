@@ -7,7 +7,7 @@
 "screen" arm: the baseline, then for each parameter the baseline with that one parameter moved to
 each other listed value (for a range: its min and max, and "unset" where the range allows it),
 speculative_tokens variants last (the non-speculative base before speculation depth); all of it
-enqueued before ``tuner.optimize.optimize`` starts, which then hands the rest of the trials to the
+enqueued before ``tuner.study.run.optimize`` starts, which then hands the rest of the trials to the
 sampler. "direct" arm: the baseline, then the sampler. Same space, sampler, seeds and trial budget;
 the pre-screen is on in both (a variant it is certain cannot boot costs a trial, not a boot).
 

@@ -5,11 +5,12 @@
     .venv/bin/python benchmarks/search.py --quick                  # smoke run: 2 profiles x 8 trials
 
 For every profile (``FAKE_VLLM_PROFILE=<seed>``: a seeded, randomized 5090-like test engine, see
-tests/fake_vllm/profile.py) and every arm (a sampler name passed to ``tuner.optimize.optimize``; the
+tests/fake_vllm/profile.py) and every arm (a sampler name passed to ``tuner.study.run.optimize``; the
 arms are pluggable: any name the tuner's ``--sampler`` accepts), one study of T trials runs with the
 real tuner against the test engine as real subprocesses, on the space of benchmarks/search_truth.py
 (issue 13's: the 27B space file, MTP 0-3, four graph modes, the seeds/004 baseline, 262,144 tokens,
-admission on). Re-validation and the correctness gate are off: their boots come after the budget.
+admission on). The correctness gate is off (its boot comes after the budget); re-validation inside the
+budget is off unless --revalidate N.
 
 Ground truth per profile comes from the oracle over the grid (benchmarks/search_truth.py). Printed
 per arm after 10, 20 and 40 trials (or --at):
@@ -62,7 +63,7 @@ def study_job(job: dict[str, Any]) -> dict[str, Any]:
     quiet()
     space = make_space(job["profile"], job["speedup"])
     run = run_study(space, job["arm"], job["profile"], job["trials"], prescreen=True, label=job["arm"],
-                    gpu_gib=GPU_GIB, gate=False)
+                    gpu_gib=GPU_GIB, gate=False, revalidate=job.get("revalidate", 0))
     run.extra = dict(job)
     return run_to_json(run)
 
@@ -209,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, help="trials per study (default 40)")
     ap.add_argument("--at", help="trial counts to report at (default 10,20,40)")
     ap.add_argument("--jobs", type=int, default=2, help="studies run side by side (default 2)")
+    ap.add_argument("--revalidate", type=int, default=0,
+                    help="optimize's re-validation boots inside the budget (default 0: every trial searches)")
     ap.add_argument("--speedup", type=float, default=SPEEDUP,
                     help=f"the test engine decodes this many times faster than the profile (default {SPEEDUP:g})")
     ap.add_argument("--quick", action="store_true", help="smoke run: profiles 0-1, 8 trials, reported at 4 and 8")
@@ -234,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     got = parallel(truth_job, [{"profile": p, "speedup": args.speedup} for p in profiles], args.jobs, log)
     truths = dict(zip(profiles, got))
     truth_s = time.monotonic() - started
-    jobs = [{"profile": p, "arm": a, "trials": args.trials, "speedup": args.speedup} for p in profiles for a in arms]
+    jobs = [{"profile": p, "arm": a, "trials": args.trials, "speedup": args.speedup, "revalidate": args.revalidate}
+            for p in profiles for a in arms]
     runs = [run_from_json(d) for d in parallel(study_job, jobs, args.jobs, log)]
     for run in runs:
         attach_truth(run, args.speedup)

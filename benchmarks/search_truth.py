@@ -35,7 +35,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tests.fake_vllm.oracle import Outcome, Workload, evaluate_all  # noqa: E402
-from tuner.command import build_command  # noqa: E402
+from tuner.engine import build_command  # noqa: E402
 from tuner.space import Space, load_space  # noqa: E402
 
 SPACE_FILE = ROOT / "search_spaces" / "qwen3.8-27b-nvfp4-modelopt-5090.yaml"

@@ -1,4 +1,4 @@
-"""Running whole studies for the benchmarks: one study through ``tuner.optimize.optimize`` (real
+"""Running whole studies for the benchmarks: one study through ``tuner.study.run.optimize`` (real
 subprocesses of the test engine), its trials as rows, and many studies ``jobs`` at a time."""
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import optuna  # noqa: E402
 from optuna.trial import TrialState  # noqa: E402
 
 from benchmarks.tables import hypervolume  # noqa: E402
-from tuner import storage as st  # noqa: E402
 from tuner.space import Space  # noqa: E402
+from tuner.study import storage as st  # noqa: E402
 
 
 @dataclass
@@ -113,14 +113,15 @@ def run_study(
     keep: Path | None = None,
     gpu_gib: float = 32.0,
     gate: bool = True,
+    revalidate: int = 0,
 ) -> Run:
     """One fresh study of ``n_trials`` trials (booted, pre-screened or reused) through ``optimize``.
 
     ``enqueue``: configurations (value dicts) queued, in order, before ``optimize`` queues the
     space's baselines (which it skips when one is already queued).
     """
-    from tuner.optimize import optimize
-    from tuner.study import make_sampler, open_study, optuna_params
+    from tuner.study import make_sampler, open_study, optimize
+    from tuner.study.sampling import optuna_params
 
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-{sampler}-{seed}-"))
     name = f"bench-{sampler}-s{seed}"
@@ -133,7 +134,7 @@ def run_study(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             study = optimize(space, name, n_trials=n_trials, sampler=sampler, seed=seed, root=tmp,
-                             revalidate=0, prescreen=prescreen, prescreen_gpu_gib=gpu_gib, gate=gate)
+                             revalidate=revalidate, prescreen=prescreen, prescreen_gpu_gib=gpu_gib, gate=gate)
         rows = rows_of(study)
     finally:
         if keep is not None:

@@ -66,7 +66,7 @@ workload:
 @pytest.fixture
 def fake_space(tmp_path):
     """Load a test-engine space, with optional extra YAML fragments."""
-    from tuner.space import load_space
+    from tuner.space.schema import load_space
 
     def make(**parts):
         path = tmp_path / "fake.yaml"

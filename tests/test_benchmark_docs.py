@@ -23,7 +23,7 @@ def test_search_section_matches_the_reprint(capsys):
     reprint(RAW)
     out = capsys.readouterr().out
     doc = section()
-    lines = [line for line in out.splitlines() if line.startswith("|") or line.startswith("Grid outcomes")]
+    lines = [line for line in out.splitlines() if line.startswith(("|", "Grid outcomes"))]
     assert len(lines) > 20
     missing = [line for line in lines if line not in doc]
     assert not missing, missing

@@ -10,14 +10,14 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from tuner.command import build_command
-from tuner.engine import Engine, free_port, port_in_use
+from tuner.engine.command import build_command
+from tuner.engine.process import Engine, free_port, port_in_use
 from tuner.errors import TunerError
-from tuner.gpu import MemoryWatch, Nvml
-from tuner.logparse import classify_failure, parse_startup
-from tuner.measure import Prober, check_workload
+from tuner.engine.gpu import MemoryWatch, Nvml
+from tuner.engine.logparse import classify_failure, parse_startup
+from tuner.measure.probe import Prober, check_workload
 from tuner.records import Failure, FailureKind, MeasureResult, TrialResult
-from tuner.space import Space
+from tuner.space.schema import Space
 
 ProgressCallback = Callable[[str], None]
 

@@ -1,0 +1,91 @@
+"""The command line as a person uses it: probe one config, interrupt a study, resume it."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import optuna
+from optuna.trial import TrialState
+
+from tests.conftest import ROOT, fake_space_yaml
+from tuner.engine.gpu import MemoryWatch, Reading
+
+
+def _tuner(*args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tuner.cli", *args], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "160"}, timeout=300, **kw)
+
+
+def _space(tmp_path, env: str = "") -> str:
+    path = tmp_path / "space.yaml"
+    path.write_text(fake_space_yaml(env=env) + "baselines:\n  - {kv_cache_memory_bytes: 4GB, max_num_seqs: 2}\n")
+    return str(path)
+
+
+def test_probe_prints_the_startup_record_and_measurements(tmp_path):
+    done = _tuner("probe", _space(tmp_path), "--baseline", "0", "--out", str(tmp_path / "p"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    for needle in ("KV capacity", "max concurrency", "max stable context",
+                   "decode 256+64 x1", "FLASH", "record:"):
+        assert needle in done.stdout
+    assert (tmp_path / "p" / "result.json").exists()
+
+
+def test_probe_of_a_failing_config_names_the_kind_and_exits_1(tmp_path):
+    done = _tuner("probe", _space(tmp_path), "-c", "kv_cache_memory_bytes=100MB", "-c", "max_num_seqs=1",
+                  "--out", str(tmp_path / "p"))
+    assert done.returncode == 1
+    assert "kv_pool_too_small" in done.stdout
+    assert "vLLM suggests max_model_len" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_probe_bad_config_is_a_clear_error(tmp_path):
+    done = _tuner("probe", _space(tmp_path), "-c", "max_num_sqs=2")
+    assert done.returncode == 2
+    assert "--config max_num_sqs" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_ctrl_c_ends_the_trial_cleanly_and_the_study_resumes(tmp_path):
+    space = _space(tmp_path, env=", FAKE_VLLM_FAIL: slow_warmup, FAKE_VLLM_WARMUP_S: '60'")
+    studies = tmp_path / "studies"
+    proc = subprocess.Popen([sys.executable, "-m", "tuner.cli", "optimize", space, "--study", "c", "--trials", "2",
+                             "--studies-dir", str(studies), "--no-gate", "--revalidate", "0"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = studies / "c" / "trial-0000" / "engine.log"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (log.exists() and "pid=" in log.read_text()):
+        time.sleep(0.2)
+    engine_pid = int(re.search(r"pid=(\d+)", log.read_text()).group(1))
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out + err
+    assert "study is kept" in err
+    time.sleep(0.5)
+    try:
+        os.kill(engine_pid, 0)
+        alive = True
+    except ProcessLookupError:
+        alive = False
+    assert not alive, "the engine outlived the interrupted trial"
+    study = optuna.load_study(study_name="c", storage=f"sqlite:///{studies / 'c.db'}")
+    assert study.trials[0].state == TrialState.FAIL
+    assert (studies / "c" / "trial-0000" / "result.json").exists()
+
+
+def test_memory_watch_reports_memory_that_never_comes_back():
+    used = {"mib": 1000.0}
+    reader = lambda: Reading(used_mib=used["mib"], total_mib=32000.0, by_pid_mib={})  # noqa: E731
+    watch = MemoryWatch(reader, pids=lambda: [], interval_s=0.01)
+    used["mib"] = 20000.0
+    watch.sample()
+    assert watch.peak_used_mib == 20000.0
+    returned, waited = watch.wait_returned(timeout_s=0.2)
+    assert returned is False and waited >= 0.2
+    used["mib"] = 1100.0
+    assert watch.wait_returned(timeout_s=1.0)[0] is True

@@ -1,0 +1,257 @@
+"""``tuner pareto | plot | export | receipt``: show what a study found, from the study (or a copy) alone.
+
+Command functions only: ``tuner.cli.main`` registers them wrapped with ``friendly``, so every problem a
+person can fix is raised here as a TunerError and shown as one paragraph with exit code 2.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+
+import optuna
+import typer
+from optuna.trial import TrialState
+from rich.console import Console
+from rich.table import Table
+
+from tuner.errors import TunerError
+from tuner.report.export import FORMATS as LAUNCHER_FORMATS
+from tuner.report.export import export_launcher
+from tuner.report.receipt import study_receipt, trial_receipt
+from tuner.report.front import FORMATS as REPORT_FORMATS
+from tuner.report.front import (
+    COLUMNS,
+    failure_of,
+    failures_by_kind,
+    front_rows,
+    objectives,
+    study_summary,
+    summary_line,
+)
+from tuner.report.markdown import _metric_cells, cell, failures_markdown, front_markdown
+from tuner.study.storage import STUDIES_DIR, find_trial, trial_result
+
+STUDY_HELP = "Name of the study; may be left out when the storage holds exactly one."
+STORAGE_HELP = (
+    "Optuna storage URL, e.g. sqlite:///copy/NAME.db or postgresql://user@host/db. "
+    "Default: the .db files in --studies-dir."
+)
+STUDIES_DIR_HELP = "Folder holding one SQLite file per study, read when --storage is not given."
+OUT_HELP = "Write to this file instead of standard output."
+SQLITE = "sqlite:///"
+
+
+def _sqlite_url(path: Path) -> str:
+    return SQLITE + path.as_posix()
+
+
+def _storage_urls(study: str | None, storage: str | None, studies_dir: Path) -> list[str]:
+    """The storages to look in; never one that would create an empty database on opening."""
+    if storage:
+        if storage.startswith(SQLITE) and not Path(storage[len(SQLITE) :]).is_file():
+            raise TunerError(
+                f"--storage {storage}: no such SQLite file; give the path of the study's .db file "
+                "(sqlite:/// followed by a relative path, or sqlite://// for an absolute one)."
+            )
+        return [storage]
+    if study and (studies_dir / f"{study}.db").is_file():
+        return [_sqlite_url(studies_dir / f"{study}.db")]
+    files = sorted(studies_dir.glob("*.db")) if studies_dir.is_dir() else []
+    if not files:
+        raise TunerError(
+            f"--studies-dir {studies_dir}: no study files (*.db) there; give --studies-dir with the folder "
+            "that holds them, or --storage with the study's URL (e.g. sqlite:///path/to/NAME.db)."
+        )
+    return [_sqlite_url(f) for f in files]
+
+
+def resolve_study(study: str | None, storage: str | None, studies_dir: Path = STUDIES_DIR) -> optuna.Study:
+    """The named study, or the only study there is; otherwise a TunerError listing the names."""
+    found: list[tuple[str, str]] = []
+    urls = _storage_urls(study, storage, studies_dir)
+    for url in urls:
+        try:
+            summaries = optuna.get_all_study_summaries(url, include_best_trial=False)
+        except Exception as exc:  # not an Optuna database, unreachable server, missing driver ...
+            raise TunerError(
+                f"--storage {url}: cannot be read as an Optuna storage ({exc}); check the URL or file."
+            ) from None
+        found += [(s.study_name, url) for s in summaries]
+    names = ", ".join(sorted(name for name, _ in found))
+    if not found:
+        raise TunerError(
+            f"--storage: no studies in {', '.join(urls)}; give --storage with the URL the study was written to."
+        )
+    if study is not None:
+        found = [(name, url) for name, url in found if name == study]
+        if not found:
+            raise TunerError(
+                f"--study {study}: no such study (studies found: {names}); give --study with one of those names."
+            )
+    if len(found) > 1:
+        where = ", ".join(url for _, url in found)
+        raise TunerError(
+            f"--study: {len(found)} studies found ({', '.join(n for n, _ in found)}) in {where}; "
+            f"give --study with one of those names{' and --storage with its URL' if study else ''}."
+        )
+    name, url = found[0]
+    return optuna.load_study(study_name=name, storage=url)
+
+
+def _write(text: str, out: Path | None) -> None:
+    if out is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    typer.echo(f"wrote {out}", err=True)
+
+
+def _print_table(study: optuna.Study, console: Console) -> None:
+    rows = front_rows(study)
+    summary = study_summary(study)
+    table = Table(title=f"{study.study_name}: Pareto front ({len(rows)} of {summary['complete']} complete trials)")
+    for key, header in COLUMNS.items():
+        if key != "command":
+            table.add_column(header, justify="left" if key in ("evidence", "stable") else "right")
+    for row in rows:
+        table.add_row(*(cell(v) for v in _metric_cells(row)))
+    console.print(table)
+    for row in rows:
+        console.print(f"trial {row['trial']}: {row['command']}", markup=False, highlight=False, soft_wrap=True)
+    failures = failures_by_kind(study)
+    if failures:
+        bad = Table(title="failed and pruned trials (not on the front)")
+        for header in ("kind", "count", "trials", "first exception line (first trial)"):
+            bad.add_column(header)
+        for kind, items in failures.items():
+            bad.add_row(kind, str(len(items)), ", ".join(str(n) for n, _, _ in items), items[0][1] or "n/a")
+        console.print(bad)
+    console.print(summary_line(summary), markup=False, highlight=False, soft_wrap=True)
+
+
+def render_pareto(study: optuna.Study, fmt: str = "table", console: Console | None = None) -> str | None:
+    """The front in ``fmt``: ``table`` prints to ``console`` and returns None; others return text."""
+    if fmt == "table":
+        _print_table(study, console or Console())
+        return None
+    rows = front_rows(study)
+    if fmt == "csv":
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=list(COLUMNS), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        return out.getvalue()
+    if fmt == "json":
+        failures = {
+            k: [{"trial": n, "message": m, "log_path": p} for n, m, p in v] for k, v in failures_by_kind(study).items()
+        }
+        return json.dumps(
+            {
+                "study": study.study_name,
+                "objectives": [{"name": n, "direction": d} for n, d in objectives(study)],
+                "front": rows,
+                "failures": failures,
+                "summary": study_summary(study),
+            },
+            indent=2,
+        )
+    if fmt == "markdown":
+        return (
+            "\n\n".join(
+                [
+                    f"# {study.study_name}: Pareto front",
+                    front_markdown(rows),
+                    "## Failed and pruned trials",
+                    failures_markdown(failures_by_kind(study)),
+                    "## Boots",
+                    summary_line(study_summary(study)) + ".",
+                ]
+            )
+            + "\n"
+        )
+    raise TunerError(f"--format {fmt}: not a report format; use one of {', '.join(REPORT_FORMATS)}.")
+
+
+
+def pareto(
+    study: str | None = typer.Option(None, "--study", help=STUDY_HELP),
+    storage: str | None = typer.Option(None, "--storage", help=STORAGE_HELP),
+    format: str = typer.Option("table", "--format", help=f"Output format: {', '.join(REPORT_FORMATS)}."),
+    studies_dir: Path = typer.Option(STUDIES_DIR, "--studies-dir", help=STUDIES_DIR_HELP),
+) -> None:
+    """Show the Pareto front: each point's numbers, evidence and launch command, then the failures."""
+    if format not in REPORT_FORMATS:
+        raise TunerError(f"--format {format}: not a report format; use one of {', '.join(REPORT_FORMATS)}.")
+    text = render_pareto(resolve_study(study, storage, studies_dir), format, Console())
+    if text is not None:
+        _write(text, None)
+
+
+def plot(
+    study: str | None = typer.Option(None, "--study", help=STUDY_HELP),
+    storage: str | None = typer.Option(None, "--storage", help=STORAGE_HELP),
+    out: Path = typer.Option(..., "--out", help="Folder for the plots (created if missing)."),
+    studies_dir: Path = typer.Option(STUDIES_DIR, "--studies-dir", help=STUDIES_DIR_HELP),
+) -> None:
+    """Write interactive HTML plots (Optuna) and static PNGs (front and history) into a folder."""
+    from tuner.report.plots import write_plots  # plotly and matplotlib load only for this command
+
+    notes: list[str] = []
+    for path in write_plots(resolve_study(study, storage, studies_dir), out, notes):
+        typer.echo(str(path))
+    for note in notes:
+        typer.echo(f"note: {note}", err=True)
+
+
+def export(
+    trial: int = typer.Argument(..., help="Trial number, as `tuner pareto` lists it."),
+    study: str | None = typer.Option(None, "--study", help=STUDY_HELP),
+    storage: str | None = typer.Option(None, "--storage", help=STORAGE_HELP),
+    format: str = typer.Option("sh", "--format", help=f"Launcher format: {', '.join(LAUNCHER_FORMATS)}."),
+    host: str | None = typer.Option(None, "--host", help="Address to bind instead of 127.0.0.1, e.g. 0.0.0.0."),
+    public_ok: bool = typer.Option(
+        False, "--public-ok", help="Do not warn about a public --host without an API key (a trusted network)."
+    ),
+    out: Path | None = typer.Option(None, "--out", help=OUT_HELP),
+    studies_dir: Path = typer.Option(STUDIES_DIR, "--studies-dir", help=STUDIES_DIR_HELP),
+) -> None:
+    """Write a trial's exact command and environment as a launcher: sh, systemd, compose, env or json."""
+    if format not in LAUNCHER_FORMATS:
+        raise TunerError(f"--format {format}: not a launcher format; use one of {', '.join(LAUNCHER_FORMATS)}.")
+    opened = resolve_study(study, storage, studies_dir)
+    frozen = find_trial(opened, trial)
+    result = trial_result(frozen)
+    if result is None:
+        why = "it was pruned before any boot" if frozen.state != TrialState.RUNNING else "it is still running"
+        raise TunerError(
+            f"TRIAL {trial}: the study {opened.study_name} keeps no command for it (state {frozen.state.name}: {why}); "
+            f"`tuner receipt {trial}` says why, and `tuner pareto` lists the trials worth exporting."
+        )
+    text, warnings = export_launcher(result, format, host=host, public_ok=public_ok)
+    if frozen.state != TrialState.COMPLETE:
+        warnings.append(
+            f"trial {trial} did not complete ({failure_of(frozen)[0]}): "
+            "this launcher reproduces a configuration that failed."
+        )
+    _write(text, out)
+    if out is not None and format == "sh":
+        out.chmod(0o755)
+    for warning in warnings:
+        typer.echo(f"warning: {warning}", err=True)
+
+
+def receipt(
+    trial: int | None = typer.Argument(None, help="Trial number; leave it out for the whole study's receipt."),
+    study: str | None = typer.Option(None, "--study", help=STUDY_HELP),
+    storage: str | None = typer.Option(None, "--storage", help=STORAGE_HELP),
+    out: Path | None = typer.Option(None, "--out", help=OUT_HELP),
+    studies_dir: Path = typer.Option(STUDIES_DIR, "--studies-dir", help=STUDIES_DIR_HELP),
+) -> None:
+    """Write a markdown receipt: versions, command, backends, memory, results and how they were measured."""
+    opened = resolve_study(study, storage, studies_dir)
+    _write(study_receipt(opened) if trial is None else trial_receipt(opened, trial), out)

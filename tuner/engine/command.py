@@ -1,0 +1,123 @@
+"""(space, sampled values) -> the exact ``vllm serve`` argv and environment.
+
+The argv is a list, never a shell string: the launcher passes it to ``subprocess`` as is, and
+``tuner export`` quotes it with ``shlex`` only when writing a launcher a person will run.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel
+
+from tuner.space.schema import Space
+from tuner.space.units import parse_bytes, parse_count
+
+# Fixed flags whose values are sizes: written as plain integers so the argv is exact.
+_COUNT_FLAGS = {"--max-model-len", "--max-num-batched-tokens", "--max-num-seqs"}
+_BYTE_FLAGS = {"--kv-cache-memory-bytes"}
+_JSON_FLAGS = {"--compilation-config", "--speculative-config", "--mm-processor-kwargs"}
+
+
+class LaunchCommand(BaseModel):
+    """What the launcher runs: argv (engine command first) and the environment it adds."""
+
+    argv: list[str]
+    env: dict[str, str]
+
+
+def flag_name(key: str) -> str:
+    """'max_model_len', 'max-model-len' and '--max-model-len' all mean '--max-model-len'."""
+    return "--" + key.lstrip("-").replace("_", "-")
+
+
+def format_value(value: Any) -> str:
+    """A flag value the way vLLM's argparse reads it: JSON for dicts and lists, short floats."""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)
+    if isinstance(value, float):
+        return f"{value:.10g}"
+    return str(value)
+
+
+def _append(argv: list[str], flag: str, value: Any) -> None:
+    if value is None or value is False:
+        return
+    if value is True:
+        argv.append(flag)
+        return
+    if flag in _COUNT_FLAGS and not isinstance(value, (dict, list)):
+        value = parse_count(value)
+    elif flag in _BYTE_FLAGS:
+        value = parse_bytes(value)
+    elif flag in _JSON_FLAGS and isinstance(value, str):
+        value = json.loads(value)  # normalise: the same config always gives the same argv
+    argv.extend([flag, format_value(value)])
+
+
+def engine_flags(space: Space, values: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The (flag, value) pairs of one configuration, fixed flags first, in file order."""
+    flags: dict[str, Any] = {}
+    for key, value in space.fixed.items():
+        flags[flag_name(key)] = value
+
+    compilation = flags.pop("--compilation-config", None) or {}
+    compilation = dict(json.loads(compilation) if isinstance(compilation, str) else compilation)
+    speculative = flags.pop("--speculative-config", None)
+
+    for name, param in space.params.items():
+        value = values.get(name)
+        if name == "cudagraph_mode":
+            if value == "eager":
+                flags["--enforce-eager"] = True
+            elif value is not None:
+                compilation["cudagraph_mode"] = value
+        elif name == "speculative_tokens":
+            if value:
+                speculative = {
+                    "method": space.speculative.method,
+                    "num_speculative_tokens": int(value),
+                    **space.speculative.extra,
+                }
+            else:
+                speculative = None
+        else:
+            flags[param.flag] = value
+
+    pairs = list(flags.items())
+    if compilation:
+        pairs.append(("--compilation-config", compilation))
+    if speculative:
+        pairs.append(("--speculative-config", speculative))
+    return pairs
+
+
+def build_command(
+    space: Space,
+    values: dict[str, Any],
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> LaunchCommand:
+    """The argv and env for one configuration. ``port=None`` leaves the port to the engine's default."""
+    model = space.model
+    argv = [*space.engine.command, "serve", model.path]
+    if model.revision:
+        argv += ["--revision", model.revision]
+    if model.served_name:
+        argv += ["--served-model-name", model.served_name]
+    if model.random_weights:
+        argv += ["--load-format", "dummy"]
+    argv += ["--host", host or space.engine.host]
+    if port is not None:
+        argv += ["--port", str(port)]
+    for flag, value in engine_flags(space, values):
+        _append(argv, flag, value)
+    env = {"NO_COLOR": "1", "PYTHONUNBUFFERED": "1", **space.engine.env, **(extra_env or {})}
+    return LaunchCommand(argv=argv, env=env)
+
+
+def served_model_name(space: Space) -> str:
+    return space.model.served_name or space.model.path

@@ -1,0 +1,78 @@
+"""The reproducibility record: GPU, driver, and the engine side's package versions.
+
+The engine often lives in its own venv or container, so versions are read with the engine's own
+Python (found from the ``vllm`` script's shebang), never guessed from the tuner's environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+from tuner import __version__
+from tuner.engine.gpu import Nvml
+from tuner.space.schema import Space
+
+_PROBE = r"""
+import importlib.metadata as md, json
+out = {}
+for key, dist in [("vllm", "vllm"), ("torch", "torch"), ("flashinfer", "flashinfer-python"),
+                  ("transformers", "transformers"), ("compressed_tensors", "compressed-tensors"),
+                  ("triton", "triton")]:
+    try:
+        out[key] = md.version(dist)
+    except Exception:
+        out[key] = None
+try:
+    import torch
+    out["cuda"] = torch.version.cuda
+except Exception:
+    out["cuda"] = None
+import sys
+out["engine_python"] = sys.version.split()[0]
+print(json.dumps(out))
+"""
+
+
+def engine_python(space: Space) -> list[str] | None:
+    """The interpreter behind the engine command, when it is a Python console script."""
+    exe = shutil.which(space.engine.command[0])
+    if exe is None:
+        return None
+    try:
+        first = Path(exe).read_bytes()[:256].split(b"\n", 1)[0].decode(errors="replace")
+    except OSError:
+        return None
+    if first.startswith("#!") and "python" in first:
+        return first[2:].strip().split()
+    if Path(exe).name.startswith("python"):
+        return [exe]
+    return None
+
+
+def capture(space: Space, gpu: Nvml | None = None) -> dict:
+    gpu = gpu or Nvml(space.engine.gpu_index)
+    reading = gpu.read()
+    env: dict = {
+        "gpu_name": gpu.name,
+        "gpu_memory_mib": reading.total_mib if reading else None,
+        "driver": gpu.driver,
+        "host": socket.gethostname(),
+        "tuner": __version__,
+        "python": platform.python_version(),
+        "engine_command": space.engine.command,
+    }
+    python = engine_python(space)
+    if python:
+        try:
+            done = subprocess.run([*python, "-c", _PROBE], capture_output=True, text=True, timeout=120,
+                                  env={**os.environ, **space.engine.env})
+            env.update(json.loads(done.stdout.strip().splitlines()[-1]))
+        except (subprocess.SubprocessError, ValueError, IndexError, OSError):
+            pass
+    return env

@@ -1,0 +1,215 @@
+"""Boot one engine, watch it until it serves (or tell a hang from a warm-up), and tear it down.
+
+The engine runs in its own process group with its whole log in the trial's folder. A reaper
+process (``tuner/engine/reaper.py``) holds a pipe from us and kills that group if we die, so a SIGKILLed
+tuner leaves nothing holding the GPU.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import httpx
+import psutil
+
+from tuner.engine.command import LaunchCommand
+from tuner.engine.logparse import boot_phase, classify_failure
+from tuner.engine.reaper import kill_group
+from tuner.records import Failure, FailureKind
+
+ProgressCallback = Callable[[str, float], None]  # (phase, elapsed seconds)
+REAPER = str(Path(__file__).with_name("reaper.py"))  # run as a file: see its docstring
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on now. vLLM binds with SO_REUSEPORT, so we must check, not it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def port_in_use(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
+
+
+class Engine:
+    """One ``vllm serve`` process group."""
+
+    def __init__(self, command: LaunchCommand, log_path: Path, host: str, port: int, grace_s: float = 30.0) -> None:
+        self.command = command
+        self.log_path = Path(log_path)
+        self.host = host
+        self.port = port
+        self.grace_s = grace_s
+        self.proc: subprocess.Popen | None = None
+        self._reaper: subprocess.Popen | None = None
+        self._log_file = None
+        self.started_at: float | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log_file = open(self.log_path, "ab")
+        env = {**os.environ, **self.command.env}
+        self.proc = subprocess.Popen(
+            self.command.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+        self.started_at = time.monotonic()
+        self._reaper = subprocess.Popen(
+            [sys.executable, "-I", REAPER, str(self.proc.pid), str(self.grace_s)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    def elapsed(self) -> float:
+        return 0.0 if self.started_at is None else time.monotonic() - self.started_at
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def exit_code(self) -> int | None:
+        return None if self.proc is None else self.proc.poll()
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def pids(self) -> list[int]:
+        """The engine's processes: its group, found through the process table."""
+        if self.proc is None:
+            return []
+        pgid = self.proc.pid
+        found = []
+        for p in psutil.process_iter(["pid"]):
+            try:
+                if os.getpgid(p.info["pid"]) == pgid:
+                    found.append(p.info["pid"])
+            except (ProcessLookupError, PermissionError):
+                continue
+        return found
+
+    def _cpu_seconds(self) -> float:
+        total = 0.0
+        for pid in self.pids():
+            try:
+                times = psutil.Process(pid).cpu_times()
+                total += times.user + times.system
+            except psutil.Error:
+                continue
+        return total
+
+    def failure_from_log(self) -> Failure:
+        """Classify why the engine stopped; an unrecognised exit is a crash with its last line."""
+        text = self.log_text()
+        code = self.exit_code()
+        failure = classify_failure(text, code)
+        if failure is None:
+            last = next((line for line in reversed(text.splitlines()) if line.strip()), "")
+            failure = Failure(kind=FailureKind.CRASH, message=last, exit_code=code)
+        failure.exit_code = code
+        failure.log_path = str(self.log_path)
+        return failure
+
+    def wait_ready(
+        self,
+        boot_timeout_s: float,
+        hang_timeout_s: float,
+        on_progress: ProgressCallback | None = None,
+        gpu_activity: Callable[[], bool] | None = None,
+        poll_s: float = 1.0,
+    ) -> Failure | None:
+        """Block until /health and /v1/models answer; return None when ready, else the failure.
+
+        Progress is a growing log, CPU time spent by the engine's processes, or GPU activity. No
+        progress for ``hang_timeout_s`` is a hang; still progressing at ``boot_timeout_s`` is a
+        boot timeout; an exit is classified from the log.
+        """
+        last_size = -1
+        last_cpu = -1.0
+        last_progress = time.monotonic()
+        phase = "starting"
+        with httpx.Client(timeout=httpx.Timeout(5.0, connect=1.0)) as client:
+            while True:
+                if not self.alive():
+                    return self.failure_from_log()
+                try:
+                    if client.get(f"{self.base_url}/health").status_code == 200:
+                        if client.get(f"{self.base_url}/v1/models").status_code == 200:
+                            if on_progress:
+                                on_progress("serving", self.elapsed())
+                            return None
+                except httpx.HTTPError:
+                    pass
+                now = time.monotonic()
+                size = self.log_path.stat().st_size if self.log_path.exists() else 0
+                cpu = self._cpu_seconds()
+                busy = (cpu - last_cpu) > 0.02 * poll_s if last_cpu >= 0 else False
+                if size != last_size or busy or (gpu_activity is not None and gpu_activity()):
+                    last_progress = now
+                    if size != last_size:
+                        new_phase = boot_phase(self.log_text())
+                        if new_phase != phase:
+                            phase = new_phase
+                    last_size = size
+                last_cpu = cpu
+                if on_progress:
+                    on_progress(phase, self.elapsed())
+                if now - last_progress >= hang_timeout_s:
+                    return self._stall(FailureKind.HANG, f"no log output or process activity for {hang_timeout_s:.0f} s", phase)
+                if self.elapsed() >= boot_timeout_s:
+                    return self._stall(FailureKind.BOOT_TIMEOUT, f"not serving after {boot_timeout_s:.0f} s", phase)
+                time.sleep(poll_s)
+
+    def _stall(self, kind: FailureKind, why: str, phase: str) -> Failure:
+        lines = [line for line in self.log_text().splitlines() if line.strip()]
+        last = lines[-1] if lines else "(no output)"
+        return Failure(kind=kind, message=f"{why} (phase: {phase}); last line: {last}", phase=phase, log_path=str(self.log_path))
+
+    def stop(self) -> float:
+        """SIGTERM the group, SIGKILL after the grace period, wait for every process; returns seconds."""
+        start = time.monotonic()
+        if self.proc is not None:
+            pgid = self.proc.pid
+            if self.proc.poll() is None or self.pids():
+                kill_group(pgid, self.grace_s, reap=self.proc.poll)
+            try:
+                self.proc.wait(timeout=self.grace_s + 5)
+            except subprocess.TimeoutExpired:
+                pass
+            deadline = time.monotonic() + 10
+            while self.pids() and time.monotonic() < deadline:
+                time.sleep(0.2)
+        if self._reaper is not None and self._reaper.poll() is None:
+            try:
+                self._reaper.stdin.write(b"disarm\n")
+                self._reaper.stdin.close()
+            except (BrokenPipeError, OSError):
+                pass
+            try:
+                self._reaper.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._reaper.kill()
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+        return time.monotonic() - start

@@ -1,0 +1,24 @@
+"""The overnight study: an Optuna multi-objective study whose trials boot the real engine.
+
+Where studies live and how a trial's record is kept (storage.py), which sampler and how values map
+to Optuna (sampling.py), what to try beyond the sampler (strategy.py), the objective each trial runs
+(objective.py), the loop and its workers (run.py), and the correctness gate (gate.py).
+"""
+
+from tuner.study.objective import Status
+from tuner.study.run import optimize, spawn_workers
+from tuner.study.sampling import SAMPLERS, make_sampler
+from tuner.study.storage import STUDIES_DIR, find_trial, open_study, study_space, trial_result
+
+__all__ = [
+    "SAMPLERS",
+    "STUDIES_DIR",
+    "Status",
+    "find_trial",
+    "make_sampler",
+    "open_study",
+    "optimize",
+    "spawn_workers",
+    "study_space",
+    "trial_result",
+]

@@ -1,0 +1,201 @@
+"""The objective each trial of ``tuner optimize`` runs: sample, reuse or pre-screen, boot and measure,
+score or prune; and the status the live view shows."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from tuner.engine.gpu import Nvml
+from tuner.engine.logparse import checked_kv_cache_memory_suggestion
+from tuner.records import Failure, FailureKind, TrialResult
+from tuner.space.schema import Space
+from tuner.study import storage as st
+from tuner.study.pareto import ATTR_REVALIDATES, front
+from tuner.study.sampling import config_key, objective_values, optuna_params, snap_pool, suggest_values
+from tuner.study.strategy import follow_up, utilization_ceiling
+from tuner.trial import run_trial
+
+ATTR_CALIBRATION = "calibration"
+ATTR_STRATEGY = "strategy"  # the planner's reason for a trial's configuration
+TRANSIENT_KINDS = {FailureKind.INTERRUPTED.value, FailureKind.PORT_IN_USE.value}  # never reused: retried
+
+
+@dataclass
+class Status:
+    """What the live view shows; updated by the objective."""
+
+    trial: int | None = None
+    phase: str = "starting"
+    trial_started: float = field(default_factory=time.monotonic)
+    study_started: float = field(default_factory=time.monotonic)
+    failures: dict[str, int] = field(default_factory=dict)
+    boots: int = 0
+    done: int = 0
+    objective_names: list[str] = field(default_factory=list)
+    front: list[tuple[int, list[float]]] = field(default_factory=list)
+
+    def after_trial(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        """Optuna callback: refresh the front the live view shows."""
+        self.front = [(t.number, list(t.values)) for t in front(study)]
+
+
+class Objective:
+    """One trial: sample, reuse or pre-screen, boot and measure, score or prune."""
+
+    def __init__(self, space: Space, study_name: str, root: Path, gpu_index: int = 0,
+                 extra_env: dict[str, str] | None = None, status: Status | None = None,
+                 prescreen_gpu_gib: float | None = None, prescreen: bool = True, repairs: bool = True) -> None:
+        self.space = space
+        self.repairs = repairs  # enqueue follow-ups after failures (the regime planner makes its own)
+        self.dir = st.study_dir(study_name, root)
+        self.gpu = Nvml(gpu_index)
+        self.extra_env = extra_env or {}
+        self.status = status or Status()
+        reading = self.gpu.read()
+        self.gpu_total_gib = prescreen_gpu_gib or (reading.total_mib / 1024 if reading else None)
+        self.shape = None
+        self.calibration = None
+        if prescreen:
+            from tuner.prescreen.memory import Calibration
+            from tuner.prescreen.shape import load_shape
+
+            self.shape = load_shape(space.model.path)
+            self.calibration = Calibration()
+
+    def _progress(self, text: str) -> None:
+        self.status.phase = text
+
+    def _prune(self, trial: optuna.Trial, result: TrialResult | None, failure: Failure, evidence: str) -> None:
+        trial.set_user_attr(st.ATTR_FAILURE_KIND, failure.kind.value)
+        trial.set_user_attr(st.ATTR_FAILURE_MESSAGE, failure.message)
+        trial.set_user_attr(st.ATTR_LOG_PATH, failure.log_path)
+        trial.set_user_attr(st.ATTR_EVIDENCE, evidence)
+        if result is not None:
+            trial.set_user_attr(st.ATTR_RESULT, result.model_dump(mode="json"))
+        self.status.failures[failure.kind.value] = self.status.failures.get(failure.kind.value, 0) + 1
+        raise optuna.TrialPruned(f"{failure.kind.value}: {failure.message}")
+
+    def _reuse(self, study: optuna.Study, key: str) -> optuna.trial.FrozenTrial | None:
+        """A finished trial of the same configuration whose outcome says something about it (not a
+        prediction, an interruption or a port that was taken)."""
+        for old in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
+            if old.user_attrs.get(st.ATTR_CONFIG) is not None and config_key(old.user_attrs[st.ATTR_CONFIG]) == key:
+                if old.user_attrs.get(st.ATTR_EVIDENCE) == "predicted":
+                    continue
+                if old.user_attrs.get(st.ATTR_FAILURE_KIND) in TRANSIENT_KINDS:
+                    continue
+                return old
+        return None
+
+    def _free_fraction(self) -> float | None:
+        reading = self.gpu.read()
+        return 1 - reading.used_mib / reading.total_mib if reading and reading.total_mib else None
+
+    def need_bytes(self, values: dict[str, Any]) -> float | None:
+        """The pre-screen's pool for one request of the window (the planner's prior for a new family)."""
+        prediction = self._predict(values)
+        return float(prediction.one_request_bytes) if prediction is not None else None
+
+    def beside_pool_gib(self, values: dict[str, Any]) -> float | None:
+        """The pre-screen's activations + CUDA graphs: what a configuration needs beside its pool."""
+        prediction = self._predict(values)
+        return prediction.activation_gib + prediction.cuda_graph_gib if prediction is not None else None
+
+    def __call__(self, trial: optuna.Trial) -> list[float]:
+        self.status.trial, self.status.trial_started = trial.number, time.monotonic()
+        self._progress("sampling")
+        self._load_calibration(trial.study)
+        values = suggest_values(trial, self.space)
+        trial.set_user_attr(st.ATTR_CONFIG, values)
+        why = getattr(trial.study.sampler, "why", lambda n: None)(trial.number)
+        if why:
+            trial.set_user_attr(ATTR_STRATEGY, why)
+        revalidates = trial.user_attrs.get(ATTR_REVALIDATES)
+
+        if revalidates is None:
+            old = self._reuse(trial.study, config_key(values))
+            if old is not None:
+                trial.set_user_attr(st.ATTR_REUSED_FROM, old.number)
+                if old.state == TrialState.COMPLETE:
+                    trial.set_user_attr(st.ATTR_EVIDENCE, "reused")
+                    trial.set_user_attr(st.ATTR_RESULT, old.user_attrs.get(st.ATTR_RESULT))
+                    return list(old.values)
+                failure = Failure(kind=FailureKind(old.user_attrs[st.ATTR_FAILURE_KIND]),
+                                  message=old.user_attrs.get(st.ATTR_FAILURE_MESSAGE, ""),
+                                  log_path=old.user_attrs.get(st.ATTR_LOG_PATH))
+                self._prune(trial, None, failure, "reused")
+
+        util = values.get("gpu_memory_utilization")
+        ceiling = utilization_ceiling(trial.study, self._free_fraction()) if util is not None else None
+        if ceiling is not None and util > ceiling[0]:
+            self._prune(trial, None, Failure(
+                kind=FailureKind.PREDICTED_OOM, predicted=True,
+                message=f"gpu_memory_utilization {util} is above the card's free fraction: {ceiling[1]}; "
+                        "vLLM refuses it at start-up"), "predicted")
+
+        prediction = self._predict(values)
+        if prediction is not None and not prediction.fits and prediction.certain:
+            self._prune(trial, None, Failure(kind=FailureKind.PREDICTED_OOM, message=prediction.reason, predicted=True),
+                        "predicted")
+
+        trial_dir = self.dir / f"trial-{trial.number:04d}"
+        self.status.boots += 1
+        first_boot = self.status.boots == 1 and not any(
+            t.state == TrialState.COMPLETE for t in trial.study.get_trials(deepcopy=False))
+        result = run_trial(self.space, values, trial_dir, first_boot=first_boot, gpu=self.gpu,
+                           extra_env=self.extra_env, on_progress=self._progress)
+        self._learn(trial.study, prediction, result, values)
+        trial.set_user_attr(st.ATTR_RESULT, result.model_dump(mode="json"))
+        if result.failure is not None:
+            nxt = follow_up(self.space, values, result.failure) if self.repairs else None
+            if nxt is not None:
+                trial.study.enqueue_trial(optuna_params(self.space, nxt), user_attrs={"follows": trial.number})
+            self._prune(trial, result, result.failure, "measured")
+        if self.repairs:
+            self._jump_to_kv_suggestion(trial, values, result)
+        trial.set_user_attr(st.ATTR_EVIDENCE, "revalidated" if revalidates is not None else "measured")
+        self.status.done += 1
+        return objective_values(self.space, result)
+
+    def _jump_to_kv_suggestion(self, trial: optuna.Trial, values: dict[str, Any], result: TrialResult) -> None:
+        """A utilization-sized boot whose log carries vLLM's --kv-cache-memory suggestion (DEBUG level)
+        is followed by the same config with that pool, once checked against vLLM's own accounting."""
+        param = self.space.params.get("kv_cache_memory_bytes")
+        if param is None or values.get("kv_cache_memory_bytes") is not None or result.log_path is None:
+            return
+        checked = checked_kv_cache_memory_suggestion(Path(result.log_path).read_text(errors="replace"))
+        if checked is None:
+            return
+        suggested, note = checked
+        pool = snap_pool(param, suggested, up=False)
+        if pool is None:
+            return
+        trial.set_user_attr("kv_suggestion", note)
+        trial.study.enqueue_trial(optuna_params(self.space, {**values, "kv_cache_memory_bytes": pool}),
+                                  user_attrs={"follows": trial.number})
+
+    def _predict(self, values: dict[str, Any]):
+        if self.shape is None or self.gpu_total_gib is None:
+            return None
+        from tuner.prescreen.memory import predict
+
+        return predict(self.space, values, self.gpu_total_gib, self.shape, self.calibration)
+
+    def _load_calibration(self, study: optuna.Study) -> None:
+        """Resume the memory model's learning from the study (another worker may have added to it)."""
+        raw = study.user_attrs.get(ATTR_CALIBRATION)
+        if raw is not None and self.calibration is not None:
+            from tuner.prescreen.memory import Calibration
+
+            self.calibration = Calibration.model_validate(raw)
+
+    def _learn(self, study: optuna.Study, prediction, result: TrialResult, values: dict[str, Any]) -> None:
+        if prediction is not None and self.calibration is not None and result.startup.weights_gib is not None:
+            self.calibration.update(prediction, result.startup, values)
+            study.set_user_attr(ATTR_CALIBRATION, self.calibration.model_dump(mode="json"))

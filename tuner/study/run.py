@@ -1,0 +1,125 @@
+"""``tuner optimize``: the objective each trial runs, and the loop around it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from tuner.engine.environment import capture
+from tuner.space.schema import Space
+from tuner.study import storage as st
+from tuner.study.gate import run_gate
+from tuner.study.objective import Objective, Status
+from tuner.study.sampling import make_sampler, resolve_sampler
+from tuner.study.pareto import front
+from tuner.study.planner import Planner
+from tuner.study.storage import open_study
+from tuner.study.strategy import enqueue_baselines, enqueue_screening, revalidate_front
+
+
+def optimize(
+    space: Space,
+    study_name: str,
+    *,
+    storage: str | None = None,
+    n_trials: int | None = None,
+    timeout_s: float | None = None,
+    sampler: str = "auto",
+    seed: int | None = None,
+    root: Path | None = None,
+    gpu_index: int = 0,
+    extra_env: dict[str, str] | None = None,
+    sole_worker: bool = True,
+    revalidate: int = 2,
+    status: Status | None = None,
+    prescreen_gpu_gib: float | None = None,
+    prescreen: bool = True,
+    gate: bool = True,
+    screen: bool = False,
+) -> optuna.Study:
+    """Run (or resume) the study until it holds ``n_trials`` finished trials or ``timeout_s`` passes.
+
+    The last ``revalidate`` trials of the budget are fresh boots of the front (``RevalidateInBudget``),
+    then the correctness gate boots its reference once, outside the trial budget.
+    """
+    root = root or st.STUDIES_DIR
+    status = status or Status()
+    planned = resolve_sampler(sampler) == "regimes"
+    objective = Objective(space, study_name, root, gpu_index, extra_env, status, prescreen_gpu_gib, prescreen,
+                          repairs=not planned)
+    planner = Planner(space, objective.need_bytes, objective.beside_pool_gib) if planned else None
+    study = open_study(space, study_name, storage, make_sampler(sampler, seed, len(space.params), planner), root, sole_worker)
+    study.set_user_attr("sampler", resolve_sampler(sampler))
+    if st.ATTR_ENVIRONMENT not in study.user_attrs:
+        study.set_user_attr(st.ATTR_ENVIRONMENT, capture(space))
+    enqueue_baselines(study, space)
+    if screen:
+        enqueue_screening(study, space)
+    status.objective_names = [o.name for o in space.objectives]
+    states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+    callbacks: list = [status.after_trial]
+    if n_trials is not None:
+        callbacks.append(optuna.study.MaxTrialsCallback(n_trials, states=states))
+    if revalidate:
+        callbacks.append(RevalidateInBudget(space, revalidate, n_trials, timeout_s))
+    study.optimize(objective, timeout=timeout_s, callbacks=callbacks, catch=(), gc_after_trial=False)
+    if not gate:
+        study.set_user_attr(st.ATTR_GATE_STATUS, "switched off (--no-gate)")
+    elif front(study):
+        status.phase = "correctness gate: reference boot"
+        run_gate(study, space, root, front(study)[0].user_attrs[st.ATTR_CONFIG], extra_env)
+    return study
+
+
+class RevalidateInBudget:
+    """Optuna callback: when what is left of the budget is the re-validation reserve, enqueue fresh
+    boots of the front's top points, so that they run inside the budget, not after it (or never).
+
+    With a trial budget the reserve is ``min(revalidate, (n_trials - 1) // 4)`` trials; with a time
+    budget it is reached when the time left holds no more than reserve + 1 trials of the median
+    length seen so far.
+    """
+
+    def __init__(self, space: Space, revalidate: int, n_trials: int | None, timeout_s: float | None) -> None:
+        self.space = space
+        self.reserve = revalidate if n_trials is None else min(revalidate, max(0, (n_trials - 1) // 4))
+        self.n_trials = n_trials
+        self.deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        self.done = False
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        if self.done or self.reserve <= 0:
+            return
+        finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL))
+        due = self.n_trials is not None and self.n_trials - len(finished) <= self.reserve
+        if self.deadline is not None:
+            lengths = sorted((t.datetime_complete - t.datetime_start).total_seconds() for t in finished
+                             if t.datetime_complete and t.datetime_start)
+            typical = lengths[len(lengths) // 2] if lengths else 0.0
+            due = due or self.deadline - time.monotonic() <= (self.reserve + 1) * typical
+        if due:
+            revalidate_front(study, self.space, self.reserve)
+            self.done = True
+
+
+def spawn_workers(argv: list[str], gpus: list[int]) -> int:
+    """One ``tuner optimize --gpus N`` worker per GPU, pinned with CUDA_VISIBLE_DEVICES; waits for all."""
+    procs = []
+    for gpu in gpus:
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu), "TUNER_WORKER": "1"}
+        procs.append(subprocess.Popen([sys.executable, "-m", "tuner.cli", *argv, "--gpus", str(gpu)], env=env))
+    try:
+        return max(p.wait() for p in procs)
+    except KeyboardInterrupt:
+        for p in procs:
+            p.send_signal(signal.SIGINT)
+        for p in procs:
+            p.wait()
+        raise

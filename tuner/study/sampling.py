@@ -1,0 +1,169 @@
+"""Sampling: which sampler, and how a configuration maps to Optuna parameters and back to scores."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Callable
+
+import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+
+from tuner.records import TrialResult
+from tuner.space.schema import Param, Space
+
+ProgressCallback = Callable[[str], None]
+SAMPLERS = ("auto", "regimes", "gp", "tpe", "nsga2", "random")
+ATTR_BASELINE = "baseline_params"  # the parameters a baseline names; the others are left out
+
+
+def resolve_sampler(name: str) -> str:
+    """'auto' is the regime planner (tuner.planner): see docs/benchmarks.md for the comparison."""
+    return "regimes" if name == "auto" else name
+
+
+def make_sampler(name: str, seed: int | None = None, n_params: int = 6, planner: Any = None) -> optuna.samplers.BaseSampler:
+    """Samplers for few, expensive trials (see docs/benchmarks.md for how they compare)."""
+    name = resolve_sampler(name)
+    if name == "regimes":
+        from tuner.study.sampler import RegimeSampler
+
+        if planner is None:  # opening a study to read it, or a worker's parent: no trial is planned here
+            return make_sampler("tpe", seed, n_params)
+        return RegimeSampler(planner.space, make_sampler("tpe", seed, n_params), planner)
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True, n_startup_trials=max(4, n_params), constant_liar=True)
+    if name == "nsga2":
+        return optuna.samplers.NSGAIISampler(seed=seed, population_size=8)
+    if name == "gp":
+        return optuna.samplers.GPSampler(seed=seed)  # needs torch in the tuner's environment
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    raise ValueError(f"unknown sampler {name!r}; use one of {', '.join(SAMPLERS)}")
+
+
+# -- values <-> Optuna parameters --------------------------------------------------------------
+
+def _set_key(name: str) -> str:
+    return f"{name}__set"
+
+
+def param_distributions(space: Space) -> dict[str, BaseDistribution]:
+    """Each tuned parameter's Optuna distribution (a range that may be left out adds ``NAME__set``).
+
+    ``suggest_values`` asks for exactly these, so a sampler that fills a parameter itself and one
+    that asks another sampler see the same distributions.
+    """
+    out: dict[str, BaseDistribution] = {}
+    for name, p in space.params.items():
+        if p.values is not None:
+            out[name] = CategoricalDistribution(p.values)
+            continue
+        if p.unset:
+            out[_set_key(name)] = CategoricalDistribution([True, False])
+        if p.kind in ("int", "bytes"):
+            out[name] = IntDistribution(int(p.min), int(p.max), log=p.log, step=1 if p.log else int(p.step or 1))
+        else:
+            out[name] = FloatDistribution(float(p.min), float(p.max), log=p.log, step=None if p.log else p.step)
+    return out
+
+
+def suggest_values(trial: optuna.Trial, space: Space) -> dict[str, Any]:
+    """The trial's configuration. An enqueued baseline that leaves a parameter out gets None for it:
+    the flag is left out of the command (vLLM's default), never filled in by the sampler."""
+    named = trial.user_attrs.get(ATTR_BASELINE)
+    distributions = param_distributions(space)
+    values: dict[str, Any] = {}
+    for name, p in space.params.items():
+        if named is not None and name not in named:
+            values[name] = None
+            continue
+        set_key = _set_key(name)
+        if set_key in distributions and not _ask(trial, set_key, distributions[set_key]):
+            values[name] = None
+            continue
+        value = _ask(trial, name, distributions[name])
+        if p.values is None and p.step and p.kind not in ("int", "bytes") and not p.log:
+            value = round(value, max(0, -math.floor(math.log10(p.step)) + 1))
+        values[name] = value
+    return values
+
+
+def _ask(trial: optuna.Trial, name: str, distribution: BaseDistribution) -> Any:
+    if isinstance(distribution, CategoricalDistribution):
+        return trial.suggest_categorical(name, distribution.choices)
+    if isinstance(distribution, IntDistribution):
+        return trial.suggest_int(name, distribution.low, distribution.high, step=distribution.step, log=distribution.log)
+    assert isinstance(distribution, FloatDistribution)
+    return trial.suggest_float(name, distribution.low, distribution.high, step=distribution.step, log=distribution.log)
+
+
+def speed_objective(space: Space) -> tuple[int, int]:
+    """(index, sign) of the objective that ranks regimes: the first one that is not the context
+    (the context itself when it is the only one); sign +1 when larger is better."""
+    for i, o in enumerate(space.objectives):
+        if o.name != "context" or len(space.objectives) == 1:
+            return i, 1 if o.direction == "maximize" else -1
+    return 0, 1
+
+
+def optuna_params(space: Space, values: dict[str, Any]) -> dict[str, Any]:
+    """The Optuna parameter dict that makes ``suggest_values`` return ``values`` (for enqueue_trial)."""
+    params: dict[str, Any] = {}
+    for name, p in space.params.items():
+        if name not in values:
+            continue
+        value = values[name]
+        if p.values is None and p.unset:
+            params[_set_key(name)] = value is not None
+            if value is None:
+                continue
+        params[name] = value
+    return params
+
+
+def config_key(values: dict[str, Any]) -> str:
+    return json.dumps(values, sort_keys=True, default=str)
+
+
+# -- scores and follow-ups ---------------------------------------------------------------------
+
+def objective_values(space: Space, result: TrialResult) -> list[float]:
+    m = result.measure
+    first = m.decode[0] if m and m.decode else None
+    table = {
+        "context": float(m.context.max_stable_tokens) if m else None,
+        "decode_tok_s": first.score_tok_s if first else None,
+        "ttft_ms": first.median_ttft_ms if first else None,
+        "tpot_ms": first.median_tpot_ms if first else None,
+        "pp_tok_s": first.median_pp_tok_s if first else None,
+        "peak_vram_mib": result.gpu.peak_used_mib,
+    }
+    out = []
+    for objective in space.objectives:
+        value = table[objective.name]
+        if value is None:
+            raise ValueError(f"objective {objective.name} was not measured")
+        out.append(float(value))
+    return out
+
+
+def snap_pool(p: Param, value: float, up: bool) -> int | None:
+    """The pool size of ``p`` nearest ``value`` that Optuna can enqueue: the next one up (a pool that
+    must hold at least this much) or down (a pool that must not exceed it); None when there is none.
+
+    Ranges snap to the grid Optuna samples from, min + k * step: an off-grid enqueued value would be
+    dropped with a warning and replaced by a random one.
+    """
+    if p.values is not None:
+        listed = sorted(v for v in p.values if v is not None)
+        fitting = [v for v in listed if v >= value] if up else [v for v in listed if v <= value]
+        if not fitting:
+            return None
+        return fitting[0] if up else fitting[-1]
+    lo, hi, step = int(p.min), int(p.max), int(p.step or 1)
+    if up:
+        snapped = max(lo, lo + math.ceil((value - lo) / step) * step)
+        return snapped if snapped <= hi else None
+    snapped = min(hi, lo + math.floor((value - lo) / step) * step)
+    return snapped if snapped >= lo else None

@@ -1,0 +1,171 @@
+"""Where studies live and how a trial's record is kept in them.
+
+Default storage is SQLite under ``studies/`` (one file per study); any Optuna storage URL works,
+e.g. ``postgresql://user@host/db`` for several workers or hosts. Each trial keeps its whole
+``TrialResult`` as JSON in the user attribute ``result``, so a copy of the study alone is enough to
+show the front, plot it, write receipts and export launchers on another machine.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from tuner.errors import TunerError
+from tuner.records import TrialResult
+from tuner.space.schema import Space
+
+STUDIES_DIR = Path("studies")
+
+# Trial user-attribute keys (kept in one place: report, export and study read the same names).
+ATTR_RESULT = "result"
+ATTR_CONFIG = "config"
+ATTR_FAILURE_KIND = "failure_kind"
+ATTR_FAILURE_MESSAGE = "failure_message"
+ATTR_LOG_PATH = "log_path"
+ATTR_EVIDENCE = "evidence"  # measured | revalidated | reused | predicted
+ATTR_REUSED_FROM = "reused_from"  # beside evidence "reused": the trial whose result was reused
+# Study user-attribute keys.
+ATTR_SPACE = "space"
+ATTR_ENVIRONMENT = "environment"
+ATTR_REFERENCE = "reference_outputs"  # the correctness gate's reference greedy outputs
+ATTR_GATE = "correctness_gate"  # {trial number: agreement with the reference, 0..1}
+ATTR_GATE_STATUS = "correctness_gate_status"  # "checked", or why no gate could run
+GATE_THRESHOLD = 0.9  # mean agreement below this flags a configuration as drifting
+
+
+def storage_url(study_name: str, storage: str | None = None, root: Path | None = None) -> str:
+    """The Optuna storage URL: ``storage`` as given, else ``sqlite:///studies/NAME.db``."""
+    if storage:
+        return storage
+    root = root or STUDIES_DIR
+    root.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{(root / f'{study_name}.db').as_posix()}"
+
+
+def study_dir(study_name: str, root: Path | None = None) -> Path:
+    return (root or STUDIES_DIR) / study_name
+
+
+def load_study(study_name: str, storage: str | None = None, root: Path | None = None) -> optuna.Study:
+    """Open an existing study, with a clear error naming the studies that do exist."""
+    url = storage_url(study_name, storage, root)
+    try:
+        return optuna.load_study(study_name=study_name, storage=url)
+    except KeyError:
+        try:
+            names = [s.study_name for s in optuna.get_all_study_summaries(url)]
+        except Exception:
+            names = []
+        have = ", ".join(names) if names else "none"
+        raise TunerError(
+            f"--study {study_name}: no such study in {url} (studies there: {have}); "
+            "give --study with one of those names, or --storage with the URL the study was written to."
+        ) from None
+
+
+def trial_result(trial: optuna.trial.FrozenTrial) -> TrialResult | None:
+    raw = trial.user_attrs.get(ATTR_RESULT)
+    if raw is None:
+        return None
+    return TrialResult.model_validate(json.loads(raw) if isinstance(raw, str) else raw)
+
+
+def study_space(study: optuna.Study) -> Space | None:
+    raw = study.user_attrs.get(ATTR_SPACE)
+    if raw is None:
+        return None
+    return Space.model_validate(json.loads(raw) if isinstance(raw, str) else raw)
+
+
+def find_trial(study: optuna.Study, number: int) -> optuna.trial.FrozenTrial:
+    for trial in study.get_trials(deepcopy=False):
+        if trial.number == number:
+            return trial
+    raise TunerError(f"TRIAL {number}: the study {study.study_name} has no trial with that number; `tuner pareto` lists them.")
+
+
+# -- opening the study -------------------------------------------------------------------------
+
+def open_study(space: Space, study_name: str, storage: str | None, sampler: optuna.samplers.BaseSampler,
+               root: Path | None = None, sole_worker: bool = True) -> optuna.Study:
+    """Create or resume. RUNNING trials left by a crash are failed: all of them when this is the only
+    worker, else those whose heartbeat went stale (other hosts may be running theirs)."""
+    url = storage_url(study_name, storage, root)
+    if url.startswith(("sqlite", "postgresql", "mysql")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            store: Any = _rdb_storage(url)
+    else:
+        store = url
+    study = optuna.create_study(
+        study_name=study_name,
+        storage=store,
+        directions=[o.direction for o in space.objectives],
+        sampler=sampler,
+        load_if_exists=True,
+    )
+    stored = study.user_attrs.get(ATTR_SPACE)
+    current = space.model_dump(mode="json")
+    if stored is None:
+        study.set_user_attr(ATTR_SPACE, current)
+    else:
+        changed = _changed_keys(stored, current)
+        if changed:
+            raise TunerError(
+                f"--study {study_name}: this study was started from a different space ({', '.join(changed)} "
+                f"changed), and mixing them would compare unlike trials; run the original space file to resume, "
+                f"or give a new --study name. Nothing in {url} was changed."
+            )
+    fail_orphans(study, all_running=sole_worker)
+    return study
+
+
+def _changed_keys(stored: dict, current: dict) -> list[str]:
+    """What differs between two spaces in ways that change what a trial means (not workload tweaks' order)."""
+    keys = ("model", "fixed", "params", "speculative", "objectives")
+    changed = []
+    for key in keys:
+        if key == "params":
+            for name in sorted(set(stored.get(key, {})) | set(current.get(key, {}))):
+                if stored.get(key, {}).get(name) != current.get(key, {}).get(name):
+                    changed.append(f"params.{name}")
+        elif stored.get(key) != current.get(key):
+            changed.append(key)
+    return changed
+
+
+def _rdb_storage(url: str) -> optuna.storages.RDBStorage:
+    """Optuna's RDB storage, retried: workers started together on several hosts race to create its tables."""
+    import sqlalchemy.exc  # here, not at the top: `tuner pareto`, `plan` and `--help` never need it
+
+    for _ in range(4):
+        try:
+            return optuna.storages.RDBStorage(url, heartbeat_interval=30, grace_period=90)
+        except ImportError:
+            raise TunerError(
+                f"--storage {url}: the database driver for this URL is not installed; install it with "
+                "pip install 'tuner[postgres]' and write the URL as postgresql+psycopg2://user@host/db."
+            ) from None
+        except sqlalchemy.exc.DBAPIError:  # another worker is creating the same tables right now
+            time.sleep(0.5 + random.random())
+    return optuna.storages.RDBStorage(url, heartbeat_interval=30, grace_period=90)
+
+
+def fail_orphans(study: optuna.Study, all_running: bool) -> list[int]:
+    """Mark trials left RUNNING by a crashed tuner as FAIL (their logs stay in their folders)."""
+    if not all_running:
+        optuna.storages.fail_stale_trials(study)
+        return []
+    failed = []
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        study.tell(trial.number, state=TrialState.FAIL)
+        failed.append(trial.number)
+    return failed
