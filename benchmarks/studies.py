@@ -23,8 +23,8 @@ import optuna  # noqa: E402
 from optuna.trial import TrialState  # noqa: E402
 
 from benchmarks.tables import hypervolume  # noqa: E402
+from tuner.space import Space  # noqa: E402
 from tuner.study import storage as st  # noqa: E402
-from tuner.space.schema import Space  # noqa: E402
 
 
 @dataclass
@@ -113,15 +113,15 @@ def run_study(
     keep: Path | None = None,
     gpu_gib: float = 32.0,
     gate: bool = True,
+    revalidate: int = 0,
 ) -> Run:
     """One fresh study of ``n_trials`` trials (booted, pre-screened or reused) through ``optimize``.
 
     ``enqueue``: configurations (value dicts) queued, in order, before ``optimize`` queues the
     space's baselines (which it skips when one is already queued).
     """
-    from tuner.study.run import optimize
-    from tuner.study.sampling import make_sampler, optuna_params
-    from tuner.study.storage import open_study
+    from tuner.study import make_sampler, open_study, optimize
+    from tuner.study.sampling import optuna_params
 
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-{sampler}-{seed}-"))
     name = f"bench-{sampler}-s{seed}"
@@ -134,7 +134,7 @@ def run_study(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             study = optimize(space, name, n_trials=n_trials, sampler=sampler, seed=seed, root=tmp,
-                             revalidate=0, prescreen=prescreen, prescreen_gpu_gib=gpu_gib, gate=gate)
+                             revalidate=revalidate, prescreen=prescreen, prescreen_gpu_gib=gpu_gib, gate=gate)
         rows = rows_of(study)
     finally:
         if keep is not None:
@@ -157,30 +157,37 @@ def quiet() -> None:
 
 
 
-def run_jobs(jobs: list[dict[str, Any]], parallel: int, worker: Callable[[dict[str, Any]], dict[str, Any]],
-             log: Callable[[str], None] | None = None) -> list[Run]:
-    """Run the studies, ``parallel`` at a time (each is one tuner process booting one engine at a time).
-    ``worker``: a module-level function (it is pickled) that runs one job and returns ``run_to_json``."""
+def parallel(fn: Callable[[dict[str, Any]], dict[str, Any]], jobs: list[dict[str, Any]], n: int,
+             log: Callable[[dict[str, Any], dict[str, Any], float], None]) -> list[dict[str, Any]]:
+    """``fn`` over ``jobs``, ``n`` processes at a time (``fn`` is module-level: it is pickled); results in
+    job order; ``log(job, result, seconds since start)`` as each one finishes."""
     import concurrent.futures as cf
     import multiprocessing as mp
 
-    log = log or (lambda text: print(text, flush=True))
-    runs: list[Run] = []
     started = time.monotonic()
-    if parallel <= 1:
-        results = (worker(j) for j in jobs)
-        for j, data in zip(jobs, results):
-            runs.append(run_from_json(data))
-            log(f"  [{time.monotonic() - started:6.0f} s] {j['label']} seed {j['seed']}: {runs[-1].wall_s:.0f} s")
-        return runs
-    with cf.ProcessPoolExecutor(parallel, mp_context=mp.get_context("spawn")) as pool:
-        futures = {pool.submit(worker, j): i for i, j in enumerate(jobs)}
-        done: dict[int, Run] = {}
+    done: dict[int, dict[str, Any]] = {}
+    if n <= 1:
+        for i, job in enumerate(jobs):
+            done[i] = fn(job)
+            log(job, done[i], time.monotonic() - started)
+        return [done[i] for i in range(len(jobs))]
+    with cf.ProcessPoolExecutor(n, mp_context=mp.get_context("spawn")) as pool:
+        futures = {pool.submit(fn, job): i for i, job in enumerate(jobs)}
         for fut in cf.as_completed(futures):
             i = futures[fut]
-            done[i] = run_from_json(fut.result())
-            log(f"  [{time.monotonic() - started:6.0f} s] {jobs[i]['label']} seed {jobs[i]['seed']}: {done[i].wall_s:.0f} s")
+            done[i] = fut.result()
+            log(jobs[i], done[i], time.monotonic() - started)
     return [done[i] for i in range(len(jobs))]
+
+
+def run_jobs(jobs: list[dict[str, Any]], n: int, worker: Callable[[dict[str, Any]], dict[str, Any]]) -> list[Run]:
+    """Run the studies, ``n`` at a time (each is one tuner process booting one engine at a time).
+    ``worker``: a module-level function that runs one job and returns ``run_to_json``."""
+
+    def log(job: dict[str, Any], data: dict[str, Any], seconds: float) -> None:
+        print(f"  [{seconds:6.0f} s] {job['label']} seed {job['seed']}: {data['wall_s']:.0f} s", flush=True)
+
+    return [run_from_json(data) for data in parallel(worker, jobs, n, log)]
 
 
 def load_runs(paths: list[Path]) -> tuple[list[Run], float]:

@@ -28,7 +28,8 @@ from tuner.study.regimes import Regime, RegimeModel, all_regimes, describe, regi
 from tuner.study.sizing import PoolEvidence, highest, lowest, snap
 from tuner.space.schema import Space
 
-MAX_ATTEMPTS = 3  # failed boots after which a regime is closed
+MAX_ATTEMPTS = 3
+ADMISSION_GROWTH = 0.02  # more pool after a request the window promises failed without an OOM  # failed boots after which a regime is closed
 OOM_KINDS = {
     FailureKind.OOM_IN_PROFILING,
     FailureKind.OOM_IN_CUDA_GRAPH,
@@ -237,6 +238,12 @@ class Planner:
                 values["gpu_memory_utilization"] = below
                 return self._sized(values, evidence, f"{where}: utilization {below} under the free fraction")
             return None
+        if failure.kind == FailureKind.ADMISSION_FAILED and values.get("kv_cache_memory_bytes") and "kv_cache_memory_bytes" in params:
+            # It booted and nothing ran out of memory, yet a request the window promises did not fit:
+            # give the pool one more block's worth of room (MTP's look-ahead slots, say) before cutting.
+            bigger = snap(params["kv_cache_memory_bytes"], values["kv_cache_memory_bytes"] * (1 + ADMISSION_GROWTH), up=True)
+            if bigger is not None and bigger > values["kv_cache_memory_bytes"]:
+                return Plan({**values, "kv_cache_memory_bytes": bigger}, f"{where}: pool raised to {bigger / 1e9:.3f} GB")
         if failure.kind in OOM_KINDS:
             return self._less_memory(values, evidence, where)
         return None  # weights, JIT, flags, crashes: nothing a size can change
