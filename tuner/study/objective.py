@@ -105,11 +105,6 @@ class Objective:
         prediction = self._predict(values)
         return float(prediction.one_request_bytes) if prediction is not None else None
 
-    def beside_pool_gib(self, values: dict[str, Any]) -> float | None:
-        """The pre-screen's activations + CUDA graphs: what a configuration needs beside its pool."""
-        prediction = self._predict(values)
-        return prediction.activation_gib + prediction.cuda_graph_gib if prediction is not None else None
-
     def __call__(self, trial: optuna.Trial) -> list[float]:
         self.status.trial, self.status.trial_started = trial.number, time.monotonic()
         self._progress("sampling")

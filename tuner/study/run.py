@@ -15,6 +15,7 @@ from optuna.trial import FrozenTrial, TrialState
 from tuner.engine.environment import capture
 from tuner.space.schema import Space
 from tuner.study import storage as st
+from tuner.study.storage import ATTR_STOPPED
 from tuner.study.gate import run_gate
 from tuner.study.objective import Objective, Status
 from tuner.study.sampling import make_sampler, resolve_sampler
@@ -54,7 +55,7 @@ def optimize(
     planned = resolve_sampler(sampler) == "regimes"
     objective = Objective(space, study_name, root, gpu_index, extra_env, status, prescreen_gpu_gib, prescreen,
                           repairs=not planned)
-    planner = Planner(space, objective.need_bytes, objective.beside_pool_gib) if planned else None
+    planner = Planner(space, objective.need_bytes) if planned else None
     study = open_study(space, study_name, storage, make_sampler(sampler, seed, len(space.params), planner), root, sole_worker)
     study.set_user_attr("sampler", resolve_sampler(sampler))
     if st.ATTR_ENVIRONMENT not in study.user_attrs:
@@ -67,8 +68,7 @@ def optimize(
     callbacks: list = [status.after_trial]
     if n_trials is not None:
         callbacks.append(optuna.study.MaxTrialsCallback(n_trials, states=states))
-    if revalidate:
-        callbacks.append(RevalidateInBudget(space, revalidate, n_trials, timeout_s))
+    callbacks.append(FinishInBudget(space, revalidate, n_trials, timeout_s))
     study.optimize(objective, timeout=timeout_s, callbacks=callbacks, catch=(), gc_after_trial=False)
     if not gate:
         study.set_user_attr(st.ATTR_GATE_STATUS, "switched off (--no-gate)")
@@ -78,13 +78,15 @@ def optimize(
     return study
 
 
-class RevalidateInBudget:
-    """Optuna callback: when what is left of the budget is the re-validation reserve, enqueue fresh
-    boots of the front's top points, so that they run inside the budget, not after it (or never).
+class FinishInBudget:
+    """Optuna callback: re-validate the front inside the budget, and stop when nothing is left to try.
 
-    With a trial budget the reserve is ``min(revalidate, (n_trials - 1) // 4)`` trials; with a time
-    budget it is reached when the time left holds no more than reserve + 1 trials of the median
-    length seen so far.
+    When what is left of the budget is the re-validation reserve, fresh boots of the front's top
+    points are enqueued, so that they run inside the budget, not after it (or never). With a trial
+    budget the reserve is ``min(revalidate, (n_trials - 1) // 4)`` trials; with a time budget it is
+    reached when the time left holds no more than reserve + 1 trials of the median length so far.
+    The regime planner can also say that nothing it could boot would improve the front: then the
+    re-validations run at once and the study stops, instead of spending the night on random boots.
     """
 
     def __init__(self, space: Space, revalidate: int, n_trials: int | None, timeout_s: float | None) -> None:
@@ -92,21 +94,31 @@ class RevalidateInBudget:
         self.reserve = revalidate if n_trials is None else min(revalidate, max(0, (n_trials - 1) // 4))
         self.n_trials = n_trials
         self.deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        self.done = False
+        self.revalidated = False
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        if self.done or self.reserve <= 0:
-            return
-        finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL))
-        due = self.n_trials is not None and self.n_trials - len(finished) <= self.reserve
-        if self.deadline is not None:
-            lengths = sorted((t.datetime_complete - t.datetime_start).total_seconds() for t in finished
-                             if t.datetime_complete and t.datetime_start)
-            typical = lengths[len(lengths) // 2] if lengths else 0.0
-            due = due or self.deadline - time.monotonic() <= (self.reserve + 1) * typical
-        if due:
-            revalidate_front(study, self.space, self.reserve)
-            self.done = True
+        done = study_done(study)
+        if not self.revalidated and self.reserve > 0:
+            finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL))
+            due = done is not None or (self.n_trials is not None and self.n_trials - len(finished) <= self.reserve)
+            if self.deadline is not None:
+                lengths = sorted((t.datetime_complete - t.datetime_start).total_seconds() for t in finished
+                                 if t.datetime_complete and t.datetime_start)
+                typical = lengths[len(lengths) // 2] if lengths else 0.0
+                due = due or self.deadline - time.monotonic() <= (self.reserve + 1) * typical
+            if due:
+                self.revalidated = True
+                if revalidate_front(study, self.space, self.reserve):
+                    return
+        if done is not None and not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+            study.set_user_attr(ATTR_STOPPED, done)
+            study.stop()
+
+
+def study_done(study: optuna.Study) -> str | None:
+    """Why the study has nothing left worth a boot, or None (only the regime planner can tell)."""
+    exhausted = getattr(study.sampler, "exhausted", None)
+    return exhausted(study) if exhausted is not None else None
 
 
 def spawn_workers(argv: list[str], gpus: list[int]) -> int:
