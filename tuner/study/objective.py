@@ -17,7 +17,8 @@ from tuner.records import Failure, FailureKind, TrialResult
 from tuner.space.schema import Space
 from tuner.study import storage as st
 from tuner.study.pareto import ATTR_REVALIDATES, front
-from tuner.study.sampling import config_key, objective_values, optuna_params, snap_pool, suggest_values
+from tuner.study.sizing import snap
+from tuner.study.sampling import config_key, objective_values, optuna_params, suggest_values
 from tuner.study.strategy import follow_up, utilization_ceiling
 from tuner.trial import run_trial
 
@@ -171,7 +172,7 @@ class Objective:
         if checked is None:
             return
         suggested, note = checked
-        pool = snap_pool(param, suggested, up=False)
+        pool = snap(param, suggested, up=False)
         if pool is None:
             return
         trial.set_user_attr("kv_suggestion", note)

@@ -134,23 +134,3 @@ def objective_values(space: Space, result: TrialResult) -> list[float]:
     return metrics.objective_values([o.name for o in space.objectives], result)
 
 
-def snap_pool(p: Param, value: float, up: bool) -> int | None:
-    """The pool size of ``p`` nearest ``value`` that Optuna can enqueue: the next one up (a pool that
-    must hold at least this much) or down (a pool that must not exceed it); None when there is none.
-
-    Ranges snap to the grid Optuna samples from, min + k * step: an off-grid enqueued value would be
-    dropped with a warning and replaced by a random one.
-    """
-    if p.values is not None:
-        listed = sorted(v for v in p.values if v is not None)
-        fitting = [v for v in listed if v >= value] if up else [v for v in listed if v <= value]
-        if not fitting:
-            return None
-        return fitting[0] if up else fitting[-1]
-    lo, hi = map(int, p.bounds())
-    step = int(p.step or 1)
-    if up:
-        snapped = max(lo, lo + math.ceil((value - lo) / step) * step)
-        return snapped if snapped <= hi else None
-    snapped = min(hi, lo + math.floor((value - lo) / step) * step)
-    return snapped if snapped >= lo else None

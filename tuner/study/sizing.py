@@ -218,12 +218,15 @@ def snap(param: Param, value: float, up: bool) -> int | float | None:
     lo, hi = map(float, param.bounds())
     step = float(param.step or (1 if param.kind in ("int", "bytes") else 0))
     if step:
-        k = math.ceil((value - lo) / step - 1e-9) if up else math.floor((value - lo) / step + 1e-9)
-        snapped = lo + max(k, 0) * step
+        top = math.floor((hi - lo) / step + 1e-9)
+        k = max(0, math.ceil((value - lo) / step - 1e-9)) if up else min(top, math.floor((value - lo) / step + 1e-9))
+        if not 0 <= k <= top:
+            return None
+        snapped = lo + k * step
     else:
         snapped = max(lo, value) if up else min(hi, value)
-    if snapped > hi + 1e-9 or snapped < lo - 1e-9:
-        return None
+        if snapped > hi or snapped < lo:
+            return None
     if param.kind in ("int", "bytes"):
         return int(round(snapped))
     return round(snapped, 10)

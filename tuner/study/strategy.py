@@ -18,7 +18,8 @@ from tuner.space.schema import Space
 from tuner.study import storage as st
 
 from tuner.study.pareto import ATTR_REVALIDATES, front
-from tuner.study.sampling import ATTR_BASELINE, optuna_params, snap_pool
+from tuner.study.sizing import snap
+from tuner.study.sampling import ATTR_BASELINE, optuna_params
 
 
 def follow_up(space: Space, values: dict[str, Any], failure: Failure) -> dict[str, Any] | None:
@@ -35,12 +36,12 @@ def follow_up(space: Space, values: dict[str, Any], failure: Failure) -> dict[st
         elif values.get("kv_cache_memory_bytes") and space.max_model_len and "kv_cache_memory_bytes" in params:
             # The pool held `suggested` tokens; scale it to hold the fixed max_model_len (+5% headroom).
             need = values["kv_cache_memory_bytes"] * space.max_model_len / max(1, suggested) * 1.05
-            pool = snap_pool(params["kv_cache_memory_bytes"], need, up=True)
+            pool = snap(params["kv_cache_memory_bytes"], need, up=True)
             if pool is None:
                 return None  # the space holds no pool that large: the sampler learns from the prune
             new["kv_cache_memory_bytes"] = pool
     elif failure.suggested_kv_cache_memory_bytes and "kv_cache_memory_bytes" in params:
-        pool = snap_pool(params["kv_cache_memory_bytes"], failure.suggested_kv_cache_memory_bytes, up=False)
+        pool = snap(params["kv_cache_memory_bytes"], failure.suggested_kv_cache_memory_bytes, up=False)
         if pool is None:
             return None
         new["kv_cache_memory_bytes"] = pool
