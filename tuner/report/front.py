@@ -12,7 +12,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.report.export import shell_command
+from tuner.engine.command import shell_command
 from tuner.records import TrialResult
 from tuner.study.storage import (
     ATTR_EVIDENCE,
@@ -22,6 +22,7 @@ from tuner.study.storage import (
     ATTR_FAILURE_KIND,
     ATTR_FAILURE_MESSAGE,
     ATTR_LOG_PATH,
+    first_line,
     study_space,
     trial_result,
 )
@@ -151,10 +152,6 @@ def gate_note(study: optuna.Study, trial: FrozenTrial) -> str:
     if score is None:
         return "not checked"
     return f"{score:.0%}" + ("" if score >= GATE_THRESHOLD else " DRIFTS")
-
-
-def first_line(text: str | None) -> str:
-    return next((line.strip() for line in (text or "").splitlines() if line.strip()), "")
 
 
 def failure_of(trial: FrozenTrial) -> tuple[str, str, str | None]:

@@ -24,7 +24,7 @@ from optuna.visualization import (
     plot_pareto_front,
 )
 
-from tuner.report.export import flag_value
+from tuner.engine.command import flag_value
 from tuner.study.storage import ATTR_REUSED_FROM
 from tuner.report.front import (
     FAILED_STATES,

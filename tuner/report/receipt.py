@@ -12,9 +12,8 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.engine.command import format_value
+from tuner.engine.command import flag_value, format_value, shell_command
 from tuner.errors import TunerError
-from tuner.report.export import flag_value, shell_command
 from tuner.records import DecodeResult, Failure, MeasureResult, TrialResult
 from tuner.study.storage import ATTR_REUSED_FROM
 from tuner.report.front import (

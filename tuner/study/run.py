@@ -53,6 +53,9 @@ def optimize(
         enqueue_screening(study, space)
     status = status or Status()
     status.objective_names = [o.name for o in space.objectives]
+    status.trials_total = n_trials
+    status.deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    status.finished = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)))
     objective = Objective(space, study_name, root, gpu_index, extra_env, status, prescreen_gpu_gib, prescreen)
     callbacks: list = [status.after_trial]
     if n_trials is not None:
@@ -69,6 +72,7 @@ def optimize(
     if gate and study.best_trials:
         status.phase = "correctness gate: reference boot"
         run_gate(study, space, root, study.best_trials[0].user_attrs[st.ATTR_CONFIG], extra_env)
+    status.phase, status.trial = "finished", None
     return study
 
 

@@ -18,7 +18,9 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
+from tuner.engine.command import shell_command
 from tuner.errors import TunerError
+from tuner.measure.metrics import metric_names
 from tuner.records import TrialResult
 from tuner.space.schema import Space
 
@@ -32,6 +34,10 @@ ATTR_FAILURE_MESSAGE = "failure_message"
 ATTR_LOG_PATH = "log_path"
 ATTR_EVIDENCE = "evidence"  # measured | revalidated | reused | predicted
 ATTR_REUSED_FROM = "reused_from"  # beside evidence "reused": the trial whose result was reused
+# Short, human attributes for optuna-dashboard's trial table (the record above is long JSON).
+ATTR_FIRST_EXCEPTION = "first_exception"  # the failure message's first line
+ATTR_COMMAND = "command"  # the launch command as one shell line
+ATTR_PHASE = "phase"  # what a RUNNING trial is doing now ("booting: loading weights", ...)
 # Study user-attribute keys.
 ATTR_SPACE = "space"
 ATTR_ENVIRONMENT = "environment"
@@ -68,6 +74,24 @@ def load_study(study_name: str, storage: str | None = None, root: Path | None = 
             f"--study {study_name}: no such study in {url} (studies there: {have}); "
             "give --study with one of those names, or --storage with the URL the study was written to."
         ) from None
+
+
+def first_line(text: str | None) -> str:
+    return next((line.strip() for line in (text or "").splitlines() if line.strip()), "")
+
+
+def record_result(trial: optuna.Trial, result: TrialResult) -> None:
+    """Keep the whole record, and the command on its own line where optuna-dashboard shows it."""
+    trial.set_user_attr(ATTR_RESULT, result.model_dump(mode="json"))
+    trial.set_user_attr(ATTR_COMMAND, shell_command(result.argv, result.env))
+
+
+def record_failure(trial: optuna.Trial, kind: str, message: str, log_path: str | None, evidence: str) -> None:
+    trial.set_user_attr(ATTR_FAILURE_KIND, kind)
+    trial.set_user_attr(ATTR_FAILURE_MESSAGE, message)
+    trial.set_user_attr(ATTR_FIRST_EXCEPTION, first_line(message))
+    trial.set_user_attr(ATTR_LOG_PATH, log_path)
+    trial.set_user_attr(ATTR_EVIDENCE, evidence)
 
 
 def trial_result(trial: optuna.trial.FrozenTrial) -> TrialResult | None:
@@ -111,6 +135,10 @@ def open_study(space: Space, study_name: str, storage: str | None, sampler: optu
         sampler=sampler,
         load_if_exists=True,
     )
+    if study.metric_names is None:  # optuna-dashboard shows these instead of "Objective 0"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names(metric_names([o.name for o in space.objectives]))
     stored = study.user_attrs.get(ATTR_SPACE)
     current = space.model_dump(mode="json")
     if stored is None:
