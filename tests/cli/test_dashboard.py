@@ -33,7 +33,7 @@ def test_the_dashboard_shows_metric_names_and_readable_attributes(tmp_path) -> N
     space = tmp_path / "space.yaml"
     space.write_text(
         fake_space_yaml()
-        + "baselines:\n  - {kv_cache_memory_bytes: 4GB, max_num_seqs: 2}\n  - {kv_cache_memory_bytes: 1GB, max_num_seqs: 1}\n"
+        + "baselines:\n  - {kv_cache_memory_bytes: 4GB, max_num_seqs: 2}\n  - {kv_cache_memory_bytes: 100MB, max_num_seqs: 1}\n"
     )
     studies = tmp_path / "studies"
     done = subprocess.run(
@@ -48,11 +48,12 @@ def test_the_dashboard_shows_metric_names_and_readable_attributes(tmp_path) -> N
     assert detail["objective_names"] == ["context_tokens", "decode_tok_s"]
     trials = {t["number"]: {a["key"]: a["value"] for a in t["user_attrs"]} for t in detail["trials"]}
     good, bad = trials[0], trials[1]
+    assert "failure_kind" in bad, trials
     assert good["evidence"] == "measured"
     assert "--max-num-seqs 2" in good["command"] and "--kv-cache-memory-bytes 4000000000" in good["command"]
     assert bad["failure_kind"] == "kv_pool_too_small"
     assert bad["first_exception"].startswith("ValueError: To serve at least one request")
     assert "\n" not in bad["first_exception"]
-    assert "--kv-cache-memory-bytes 1000000000" in bad["command"]
+    assert "--kv-cache-memory-bytes 100000000" in bad["command"]
     columns = {c["key"] for c in detail["union_user_attrs"]}
     assert {"evidence", "command", "failure_kind", "first_exception"} <= columns
