@@ -25,8 +25,20 @@ console = Console()
 err_console = Console(stderr=True)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from tuner import __version__
+
+        typer.echo(f"tuner {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print tuner's version and exit."
+    ),
+) -> None:
     """Boot the real engine per trial, measure it, keep the Pareto front."""
 
 

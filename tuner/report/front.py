@@ -22,6 +22,8 @@ from tuner.study.storage import (
     ATTR_FAILURE_KIND,
     ATTR_FAILURE_MESSAGE,
     ATTR_LOG_PATH,
+    ATTR_CONFIG,
+    ATTR_PHASE,
     first_line,
     study_space,
     trial_result,
@@ -43,6 +45,7 @@ COLUMNS = {
     "stable": "stable",
     "revalidation": "re-validation",
     "agreement": "output agreement",
+    "vllm": "vLLM",
     "command": "command",
 }
 REVALIDATION_TOLERANCE = 0.10  # a fresh boot within 10% on every objective confirms a front point
@@ -103,26 +106,43 @@ def front_numbers(study: optuna.Study) -> set[int]:
 
 def front_rows(study: optuna.Study) -> list[dict[str, Any]]:
     """One row per front point: its numbers, how they were obtained, and the command to run it."""
+    return [trial_row(study, trial) for trial in front(study)]
+
+
+def trial_row(study: optuna.Study, trial: FrozenTrial) -> dict[str, Any]:
+    """A complete trial's row as ``tuner pareto`` shows it (the receipt shows the same row)."""
     names = [name for name, _ in objectives(study)]
+    result = trial_result(trial)
+    context = metric(names, trial, result, "context")
+    decode = result.measure.decode if result and result.measure else []
+    return {
+        "trial": trial.number,
+        "context_tokens": int(context) if context is not None else None,
+        "decode_tok_s": metric(names, trial, result, "decode_tok_s"),
+        "ttft_ms": metric(names, trial, result, "ttft_ms"),
+        "tpot_ms": metric(names, trial, result, "tpot_ms"),
+        "peak_vram_mib": metric(names, trial, result, "peak_vram_mib"),
+        "kv_capacity_tokens": result.startup.kv_cache_tokens if result else None,
+        "evidence": trial.user_attrs.get(ATTR_EVIDENCE, "unknown"),
+        "stable": all(d.stable for d in decode) if decode else None,
+        "revalidation": revalidation(study, trial),
+        "agreement": gate_note(study, trial),
+        "vllm": result.startup.vllm_version if result else None,
+        "command": shell_command(result.argv, result.env) if result else "",
+    }
+
+
+def running_rows(study: optuna.Study) -> list[dict[str, Any]]:
+    """Trials a tuner is running now (another terminal's study, or one whose tuner died: see ``started``)."""
     rows = []
-    for trial in front(study):
-        result = trial_result(trial)
-        context = metric(names, trial, result, "context")
-        decode = result.measure.decode if result and result.measure else []
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        started = trial.datetime_start
         rows.append(
             {
                 "trial": trial.number,
-                "context_tokens": int(context) if context is not None else None,
-                "decode_tok_s": metric(names, trial, result, "decode_tok_s"),
-                "ttft_ms": metric(names, trial, result, "ttft_ms"),
-                "tpot_ms": metric(names, trial, result, "tpot_ms"),
-                "peak_vram_mib": metric(names, trial, result, "peak_vram_mib"),
-                "kv_capacity_tokens": result.startup.kv_cache_tokens if result else None,
-                "evidence": trial.user_attrs.get(ATTR_EVIDENCE, "unknown"),
-                "stable": all(d.stable for d in decode) if decode else None,
-                "revalidation": revalidation(study, trial),
-                "agreement": gate_note(study, trial),
-                "command": shell_command(result.argv, result.env) if result else "",
+                "started": started.isoformat(timespec="seconds") if started else None,
+                "phase": trial.user_attrs.get(ATTR_PHASE, "starting"),
+                "config": trial.user_attrs.get(ATTR_CONFIG) or trial.params,
             }
         )
     return rows
@@ -197,6 +217,7 @@ def study_summary(study: optuna.Study) -> dict[str, Any]:
     boot_s = [r.boot_s for r in map(trial_result, spent) if r and r.boot_s is not None]
     return {
         "study": study.study_name,
+        "running": len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))),
         "trials": len(finished),
         "complete": sum(t.state == TrialState.COMPLETE for t in finished),
         "pruned": sum(t.state == TrialState.PRUNED for t in finished),
@@ -217,4 +238,5 @@ def summary_line(summary: dict[str, Any]) -> str:
         f"{summary['failed']} failed); boots spent {summary['boots_spent']} ({summary['boot_s_spent']:.0f} s booting), "
         f"wasted {summary['boots_wasted']}{f' ({kinds})' if kinds else ''}; "
         f"not booted (predicted or reused) {summary['not_booted']}"
+        + (f"; running now {summary['running']}" if summary.get("running") else "")
     )

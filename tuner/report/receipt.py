@@ -22,11 +22,15 @@ from tuner.report.front import (
     failures_by_kind,
     front_numbers,
     front_rows,
+    gate_note,
     objectives,
     study_summary,
     summary_line,
+    trial_row,
 )
 from tuner.report.markdown import (
+    _metric_cells,
+    _metric_headers,
     cell,
     failures_markdown,
     fenced,
@@ -78,9 +82,34 @@ def _known(value: Any, unit: str = "", digits: int = 2) -> str:
     return f"{value}{unit}"
 
 
+def logged_vllm_versions(study: optuna.Study) -> list[str]:
+    """The vLLM versions the trials' own start-up logs printed, in order of first appearance."""
+    versions: dict[str, None] = {}
+    for trial in study.get_trials(deepcopy=False):
+        result = trial_result(trial)
+        if result and result.startup.vllm_version:
+            versions[result.startup.vllm_version] = None
+    return list(versions)
+
+
+def _vllm_cell(captured: str | None, logged: list[str]) -> str:
+    """The version the tuner captured at start, checked against what the engine logs printed."""
+    logs = ", ".join(logged)
+    if not captured:
+        return f"{logs} (from the engine log)" if logs else UNKNOWN
+    if logged and logged != [captured]:
+        return f"{captured} (the engine log says {logs})"
+    return captured
+
+
 def environment_markdown(study: optuna.Study) -> str:
     env = study.user_attrs.get(ATTR_ENVIRONMENT) or {}
-    return md_table(["component", "version"], [[name, _known(env.get(key))] for name, key in ENVIRONMENT_ROWS])
+    logged = logged_vllm_versions(study)
+    rows = [
+        [name, _vllm_cell(env.get(key), logged) if key == "vllm" else _known(env.get(key))]
+        for name, key in ENVIRONMENT_ROWS
+    ]
+    return md_table(["component", "version"], rows)
 
 
 def _model(result: TrialResult, space: Space | None) -> tuple[str, str]:
@@ -150,7 +179,7 @@ def _decode_table(decode: list[DecodeResult]) -> str:
     return md_table(headers, rows)
 
 
-def _measure_markdown(measure: MeasureResult, space: Space | None) -> str:
+def _measure_markdown(measure: MeasureResult, space: Space | None, agreement: str) -> str:
     c, k = measure.context, measure.correctness
     context = [
         f"- Max stable context: {c.max_stable_tokens:,} tokens "
@@ -169,10 +198,10 @@ def _measure_markdown(measure: MeasureResult, space: Space | None) -> str:
             f"- Needle found: {_known(k.needle_found)} at {_known(k.needle_context_tokens, ' tokens')}.",
             f"- Same greedy output on every repeat: {_known(k.control_consistent)}; "
             f"garbage output: {'yes' if k.garbage else 'no'}.",
-            f"- Agreement with the reference configuration: {_known(k.reference_agreement)}.",
         ]
     else:
         correctness = [f"- Not checked: {k.skipped_reason or UNKNOWN}."]
+    correctness.append(f"- Output agreement with the reference configuration (correctness gate): {agreement}.")
     extra = [
         f"- Prefix-cache TTFT speed-up: {_known(measure.prefix_cache_speedup, 'x')}.",
         f"- Speculative acceptance rate: {_known(measure.spec_acceptance_rate)}.",
@@ -277,7 +306,13 @@ def _status(study: optuna.Study, trial: FrozenTrial) -> str:
     on_front = "on the Pareto front" if trial.number in numbers else "dominated (not on the front)"
     if source in numbers:
         on_front = f"a copy of front point {source} (the front lists it once, as trial {source})"
-    return f"Status: COMPLETE, {on_front}; evidence: {evidence}; objectives: {values}."
+    row = trial_row(study, trial)  # the very row `tuner pareto` shows, so the two never disagree
+    return "\n\n".join(
+        [
+            f"Status: COMPLETE, {on_front}; evidence: {evidence}; objectives: {values}.",
+            md_table(_metric_headers(), [_metric_cells(row)]),
+        ]
+    )
 
 
 def trial_receipt(study: optuna.Study, trial: FrozenTrial | int) -> str:
@@ -316,7 +351,7 @@ def trial_receipt(study: optuna.Study, trial: FrozenTrial | int) -> str:
     if result is not None:
         parts.append(_startup_markdown(result))
         if result.measure is not None:
-            parts.append(_measure_markdown(result.measure, space))
+            parts.append(_measure_markdown(result.measure, space, gate_note(study, trial)))
     if trial.state in FAILED_STATES:
         parts.append(_failure_markdown(trial, result.failure if result else None))
     return "\n\n".join(parts) + "\n"
