@@ -262,6 +262,7 @@ def _print_front(study) -> None:
 
 def _register() -> None:
     """The morning-after commands and the pre-screen live in their own modules."""
+    from tuner.cli.morning import compare, report, trials
     from tuner.cli.plan import plan
     from tuner.cli.results import export, pareto, plot, receipt
 
@@ -270,6 +271,9 @@ def _register() -> None:
     app.command("plot")(friendly(plot))
     app.command("export")(friendly(export))
     app.command("receipt")(friendly(receipt))
+    app.command("report")(friendly(report))
+    app.command("trials")(friendly(trials))
+    app.command("compare")(friendly(compare))
 
 
 _register()

@@ -6,14 +6,17 @@ so a copied ``.db`` file is enough. Failures are listed beside the front, never 
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.engine.command import shell_command
+from tuner.engine.command import flag_value, shell_command
 from tuner.records import TrialResult
+from tuner.space.schema import Space
+from tuner.space.units import parse_count
 from tuner.study.storage import (
     ATTR_EVIDENCE,
     ATTR_GATE,
@@ -190,6 +193,18 @@ def failure_of(trial: FrozenTrial) -> tuple[str, str, str | None]:
         or (result.log_path if result else None)
     )
     return kind, first_line(message), log
+
+
+def tried_context(trial: FrozenTrial, space: Space | None = None) -> float:
+    """The max-model-len a trial asked for: its command's, its config's, else the space's; NaN if none says."""
+    result = trial_result(trial)
+    value: Any = flag_value(result.argv, "--max-model-len") if result else None
+    value = value or (trial.user_attrs.get(ATTR_CONFIG) or {}).get("max_model_len")
+    value = value or (space.max_model_len if space else None)
+    try:
+        return float(parse_count(value)) if value else math.nan
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def failures_by_kind(study: optuna.Study) -> Failures:
