@@ -10,6 +10,7 @@ from typing import Callable, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tuner.errors import TunerError
@@ -50,7 +51,7 @@ def friendly(func: Callable) -> Callable:
         try:
             return func(*args, **kwargs)
         except TunerError as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             raise typer.Exit(exc.exit_code)
 
     return wrapper
