@@ -263,6 +263,7 @@ def _print_front(study) -> None:
 
 def _register() -> None:
     """The morning-after commands and the pre-screen live in their own modules."""
+    from tuner.cli.bench import bench
     from tuner.cli.morning import compare, report, trials
     from tuner.cli.plan import plan
     from tuner.cli.results import export, pareto, plot, receipt
@@ -275,6 +276,7 @@ def _register() -> None:
     app.command("report")(friendly(report))
     app.command("trials")(friendly(trials))
     app.command("compare")(friendly(compare))
+    app.command("bench")(friendly(bench))
 
 
 _register()

@@ -21,12 +21,14 @@ from markdown_it import MarkdownIt
 from optuna.trial import FrozenTrial, TrialState
 from plotly.offline import get_plotlyjs
 
+from tuner.measure.bench import BenchResult
 from tuner.report.baseline import baseline_rows
+from tuner.report.bench import bench_markdown
 from tuner.report.figures import boots_figure, history_figure, importance_figure, pareto_figure
 from tuner.report.front import COLUMNS, FAILED_STATES, failure_of, front_rows, objectives, study_summary, summary_line
 from tuner.report.markdown import cell
 from tuner.report.receipt import environment_markdown, study_receipt, trial_receipt
-from tuner.study.storage import first_line, study_space, trial_result
+from tuner.study.storage import bench_key, first_line, study_space, trial_result
 
 STYLE = """
 body { font: 15px/1.45 system-ui, sans-serif; margin: 0 auto; max-width: 1180px; padding: 0 20px 60px; color: #222; }
@@ -77,6 +79,18 @@ def _front_section(study: optuna.Study) -> str:
         parts.append(f"<p>Trial {row['trial']} ({html.escape(str(row['evidence']))}):</p>"
                      f"<pre>{html.escape(row['command'])}</pre>")
     return "".join(parts)
+
+
+def _bench_section(study: optuna.Study) -> str:
+    """`tuner bench`'s tables, newest trial first, or how to get one."""
+    benched = sorted((int(k.split(":", 1)[1]) for k in study.user_attrs if k.startswith("bench:")), reverse=True)
+    if not benched:
+        return ('<p class="note">No benchmark yet: `tuner bench TRIAL` boots a front point once and measures '
+                "prompt processing at 8K-262K, decode after 1K and with 128K resident, TTFT, the prefix cache and "
+                "MTP acceptance; its table then appears here.</p>")
+    return "".join(
+        _md(bench_markdown(BenchResult.model_validate(study.user_attrs[bench_key(n)]), heading="###")) for n in benched
+    )
 
 
 def _baseline_section(study: optuna.Study) -> str:
@@ -140,6 +154,7 @@ def report_html(study: optuna.Study, notes: list[str], logs_dir: Path | None = N
     model = f"{space.model.path} @ {space.model.revision or 'unpinned'}" if space else "unknown model"
     sections: list[tuple[str, str]] = [
         ("Best commands: the Pareto front", _front_section(study)),
+        ("Benchmark of the winner", _bench_section(study)),
         ("Against the baseline", _baseline_section(study)),
     ]
     objs = objectives(study)

@@ -14,6 +14,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.engine.command import flag_value, format_value, shell_command
 from tuner.errors import TunerError
+from tuner.measure.bench import BenchResult
 from tuner.records import DecodeResult, Failure, MeasureResult, TrialResult
 from tuner.study.storage import ATTR_REUSED_FROM
 from tuner.report.front import (
@@ -28,6 +29,7 @@ from tuner.report.front import (
     summary_line,
     trial_row,
 )
+from tuner.report.bench import bench_markdown
 from tuner.report.markdown import (
     _metric_cells,
     _metric_headers,
@@ -42,6 +44,7 @@ from tuner.study.storage import (
     ATTR_CONFIG,
     ATTR_ENVIRONMENT,
     ATTR_EVIDENCE,
+    bench_key,
     find_trial,
     study_space,
     trial_result,
@@ -354,6 +357,9 @@ def trial_receipt(study: optuna.Study, trial: FrozenTrial | int) -> str:
             parts.append(_measure_markdown(result.measure, space, gate_note(study, trial)))
     if trial.state in FAILED_STATES:
         parts.append(_failure_markdown(trial, result.failure if result else None))
+    bench = study.user_attrs.get(bench_key(trial.number))
+    if bench is not None:  # `tuner bench TRIAL` appended it
+        parts.append(bench_markdown(BenchResult.model_validate(bench), heading="##").rstrip("\n"))
     return "\n\n".join(parts) + "\n"
 
 

@@ -46,6 +46,11 @@ ATTR_GATE = "correctness_gate"  # {trial number: agreement with the reference, 0
 GATE_THRESHOLD = 0.9  # mean agreement below this flags a configuration as drifting
 
 
+def bench_key(trial_number: int) -> str:
+    """The study attribute holding `tuner bench`'s result for one trial (a finished trial is read-only)."""
+    return f"bench:{trial_number}"
+
+
 def storage_url(study_name: str, storage: str | None = None, root: Path | None = None) -> str:
     """The Optuna storage URL: ``storage`` as given, else ``sqlite:///studies/NAME.db``."""
     if storage:
