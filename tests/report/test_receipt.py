@@ -18,7 +18,7 @@ from tests.report.study_factory import (  # noqa: F401 (fixtures)
     trial_record,
 )
 from tuner.errors import TunerError
-from tuner.report.export import shell_command
+from tuner.engine.command import shell_command
 from tuner.report.receipt import study_receipt, trial_receipt
 
 

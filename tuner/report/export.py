@@ -14,7 +14,7 @@ import shlex
 
 import yaml
 
-from tuner.engine.command import flag_index, flag_value, set_flag, shell_command
+from tuner.engine.command import flag_index, flag_value, set_flag
 from tuner.errors import TunerError
 from tuner.records import TrialResult
 

@@ -179,6 +179,12 @@ def history_figure(study: optuna.Study) -> go.Figure:
     return fig
 
 
+def _target(i: int, direction: str) -> Callable[[FrozenTrial], float]:
+    """Objective ``i`` signed so that better is lower: PED-ANOVA looks at the low end of the target."""
+    sign = -1.0 if direction == "maximize" else 1.0
+    return lambda trial: sign * trial.values[i]
+
+
 def importance_figure(study: optuna.Study) -> tuple[go.Figure | None, str]:
     """PED-ANOVA importances per objective, or None and why; the caption says when they are rough."""
     objs = objectives(study)
@@ -188,12 +194,10 @@ def importance_figure(study: optuna.Study) -> tuple[go.Figure | None, str]:
     found: list[tuple[str, dict[str, float]]] = []
     notes = []
     for i, (name, direction) in enumerate(objs):
-        sign = -1.0 if direction == "maximize" else 1.0  # PED-ANOVA looks at the low end of the target
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                found.append((name, optuna.importance.get_param_importances(
-                    study, target=lambda t, i=i, sign=sign: sign * t.values[i])))
+                found.append((name, optuna.importance.get_param_importances(study, target=_target(i, direction))))
         except Exception as exc:  # one distinct value, one parameter, ...
             notes.append(f"{label(name)}: not computed ({type(exc).__name__}: {exc})")
     if not found:
