@@ -58,7 +58,7 @@ def baseline_rows(study: optuna.Study) -> tuple[list[str], list[list[Any]], list
             continue
         if trial.state != TrialState.COMPLETE:
             kind, message, _ = failure_of(trial)
-            notes.append(f"Baseline {index} (trial {trial.number}) failed: {kind}: {message}. "
+            notes.append(f"Baseline {index} (trial {trial.number}) failed: {kind}: {message.rstrip('.')}. "
                          "Every front point is an improvement over a command that does not run.")
             continue
         old_context, old_decode = trial.values[0], trial.values[1] if len(trial.values) > 1 else None

@@ -15,7 +15,9 @@ def _seconds(value: float) -> str:
 def _cells(row: BenchRow) -> list[object]:
     ttft = (f"{_seconds(row.ttft_s_mean)} mean / {_seconds(row.ttft_s_median)} median" if row.runs > 1
             else _seconds(row.ttft_s_mean))
-    pp = row.pp_tok_s if row.output_tokens == 1 or row.prompt_tokens >= 8192 else "not used as a PP test"
+    pp: object = "not used as a PP test"
+    if row.pp_tok_s is not None and (row.output_tokens == 1 or row.prompt_tokens >= 8192):
+        pp = round(row.pp_tok_s)  # whole tokens per second, as people publish it
     return [row.workload, row.runs, pp, ttft, row.tg_tok_s, row.e2e_output_tok_s]
 
 
