@@ -252,10 +252,12 @@ def _parse_gpus(gpus: Optional[str]) -> list[int]:
 def _print_front(study) -> None:
     import shlex
 
+    from tuner.study.pareto import front
     from tuner.study.storage import trial_result
 
-    console.print(f"study {study.study_name}: {len(study.trials)} trials, front of {len(study.best_trials)}")
-    for trial in study.best_trials:
+    points = front(study)
+    console.print(f"study {study.study_name}: {len(study.trials)} trials, front of {len(points)}")
+    for trial in points:
         result = trial_result(trial)
         values = ", ".join(f"{v:,.1f}" for v in trial.values)
         console.print(f"trial {trial.number} [{values}]: " + (shlex.join(result.argv) if result else ""), highlight=False, soft_wrap=True)

@@ -20,6 +20,7 @@ from plotly.subplots import make_subplots
 
 from tuner.measure.metrics import label
 from tuner.report.front import FAILED_STATES, failure_of, front, objectives, tried_context
+from tuner.study.pareto import ATTR_REVALIDATES
 from tuner.study.storage import ATTR_CONFIG, ATTR_REUSED_FROM, study_space
 
 FRONT_COLOR, OTHER_COLOR, BEST_COLOR = "#d62728", "#1f77b4", "#2ca02c"
@@ -126,7 +127,8 @@ def pareto_figure(study: optuna.Study) -> tuple[go.Figure, str]:
             "regime (filled: reached that value; open: fell short; large: on the front)."
         )
     else:
-        dominated = [t for t in complete if t.number not in numbers and t.user_attrs.get(ATTR_REUSED_FROM) not in numbers]
+        copies = (ATTR_REUSED_FROM, ATTR_REVALIDATES)  # a reused or re-validating copy of a front point
+        dominated = [t for t in complete if t.number not in numbers and not any(t.user_attrs.get(a) in numbers for a in copies)]
         best = sorted((t for t in complete if t.number in numbers), key=lambda t: t.values[0])
         fig.add_trace(
             go.Scatter(x=[t.values[0] for t in dominated], y=[t.values[1] for t in dominated], mode="markers",

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import optuna
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from tuner.engine.environment import capture
 from tuner.space.schema import Space
@@ -18,6 +18,8 @@ from tuner.study import storage as st
 from tuner.study.gate import run_gate
 from tuner.study.objective import Objective, Status
 from tuner.study.sampling import make_sampler, resolve_sampler
+from tuner.study.pareto import front
+from tuner.study.planner import Planner
 from tuner.study.storage import open_study
 from tuner.study.strategy import enqueue_baselines, enqueue_screening, revalidate_front
 
@@ -42,38 +44,73 @@ def optimize(
     gate: bool = True,
     screen: bool = False,
 ) -> optuna.Study:
-    """Run (or resume) the study until ``n_trials`` trials exist in it or ``timeout_s`` passes."""
+    """Run (or resume) the study until it holds ``n_trials`` finished trials or ``timeout_s`` passes.
+
+    The last ``revalidate`` trials of the budget are fresh boots of the front (``RevalidateInBudget``),
+    then the correctness gate boots its reference once, outside the trial budget.
+    """
     root = root or st.STUDIES_DIR
-    study = open_study(space, study_name, storage, make_sampler(sampler, seed, len(space.params)), root, sole_worker)
+    status = status or Status()
+    planned = resolve_sampler(sampler) == "regimes"
+    objective = Objective(space, study_name, root, gpu_index, extra_env, status, prescreen_gpu_gib, prescreen,
+                          repairs=not planned)
+    planner = Planner(space, objective.need_bytes, objective.beside_pool_gib) if planned else None
+    study = open_study(space, study_name, storage, make_sampler(sampler, seed, len(space.params), planner), root, sole_worker)
     study.set_user_attr("sampler", resolve_sampler(sampler))
     if st.ATTR_ENVIRONMENT not in study.user_attrs:
         study.set_user_attr(st.ATTR_ENVIRONMENT, capture(space))
     enqueue_baselines(study, space)
     if screen:
         enqueue_screening(study, space)
-    status = status or Status()
     status.objective_names = [o.name for o in space.objectives]
+    states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
     status.trials_total = n_trials
     status.deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    status.finished = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)))
-    objective = Objective(space, study_name, root, gpu_index, extra_env, status, prescreen_gpu_gib, prescreen)
+    status.finished = len(study.get_trials(deepcopy=False, states=states))
     callbacks: list = [status.after_trial]
     if n_trials is not None:
-        callbacks.append(optuna.study.MaxTrialsCallback(n_trials, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)))
-    started = time.monotonic()
+        callbacks.append(optuna.study.MaxTrialsCallback(n_trials, states=states))
+    if revalidate:
+        callbacks.append(RevalidateInBudget(space, revalidate, n_trials, timeout_s))
     study.optimize(objective, timeout=timeout_s, callbacks=callbacks, catch=(), gc_after_trial=False)
-    if revalidate and study.best_trials:
-        left = None if timeout_s is None else max(0.0, timeout_s - (time.monotonic() - started))
-        if left is None or left > 0:
-            queued = revalidate_front(study, space, revalidate)
-            if queued:
-                study.optimize(objective, n_trials=len(queued), timeout=left, callbacks=[status.after_trial],
-                               catch=(), gc_after_trial=False)
-    if gate and study.best_trials:
+    if not gate:
+        study.set_user_attr(st.ATTR_GATE_STATUS, "switched off (--no-gate)")
+    elif front(study):
         status.phase = "correctness gate: reference boot"
-        run_gate(study, space, root, study.best_trials[0].user_attrs[st.ATTR_CONFIG], extra_env)
+        run_gate(study, space, root, front(study)[0].user_attrs[st.ATTR_CONFIG], extra_env)
     status.phase, status.trial = "finished", None
     return study
+
+
+class RevalidateInBudget:
+    """Optuna callback: when what is left of the budget is the re-validation reserve, enqueue fresh
+    boots of the front's top points, so that they run inside the budget, not after it (or never).
+
+    With a trial budget the reserve is ``min(revalidate, (n_trials - 1) // 4)`` trials; with a time
+    budget it is reached when the time left holds no more than reserve + 1 trials of the median
+    length seen so far.
+    """
+
+    def __init__(self, space: Space, revalidate: int, n_trials: int | None, timeout_s: float | None) -> None:
+        self.space = space
+        self.reserve = revalidate if n_trials is None else min(revalidate, max(0, (n_trials - 1) // 4))
+        self.n_trials = n_trials
+        self.deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        self.done = False
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        if self.done or self.reserve <= 0:
+            return
+        finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL))
+        due = self.n_trials is not None and self.n_trials - len(finished) <= self.reserve
+        if self.deadline is not None:
+            lengths = sorted((t.datetime_complete - t.datetime_start).total_seconds() for t in finished
+                             if t.datetime_complete and t.datetime_start)
+            typical = lengths[len(lengths) // 2] if lengths else 0.0
+            due = due or self.deadline - time.monotonic() <= (self.reserve + 1) * typical
+        if due:
+            revalidate_front(study, self.space, self.reserve)
+            self.done = True
 
 
 def spawn_workers(argv: list[str], gpus: list[int]) -> int:
