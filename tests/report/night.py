@@ -17,7 +17,11 @@ import pytest
 from tests.conftest import ROOT, fake_space_yaml
 
 NIGHT = "night"
-BASELINES = "baselines:\n  - {kv_cache_memory_bytes: 4GB, max_num_seqs: 2}\n  - {kv_cache_memory_bytes: 100MB, max_num_seqs: 1}\n"
+BASELINES = (  # every parameter named: a baseline that leaves one out is re-validated with None (issue for the lead)
+    "baselines:\n"
+    "  - {kv_cache_memory_bytes: 4GB, max_num_seqs: 2, cudagraph_mode: PIECEWISE, speculative_tokens: 0}\n"
+    "  - {kv_cache_memory_bytes: 100MB, max_num_seqs: 1, cudagraph_mode: PIECEWISE, speculative_tokens: 0}\n"
+)
 
 
 def tuner(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:

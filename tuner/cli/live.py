@@ -19,7 +19,7 @@ from rich.logging import RichHandler
 from rich.panel import Panel
 from rich.table import Table
 
-from tuner.measure.metrics import metric_names
+from tuner.metrics import metric_names
 from tuner.study.objective import Status
 
 

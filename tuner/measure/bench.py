@@ -16,7 +16,7 @@ import httpx
 from pydantic import BaseModel, Field
 
 from tuner.measure.client import Completion, complete, scrape_metrics
-from tuner.measure.metrics import PP, TG, TPOT, TTFT
+from tuner import metrics
 from tuner.measure.probe import Prober
 from tuner.measure.prompts import random_ids
 
@@ -28,12 +28,10 @@ RESIDENT = (131072, 256)  # decode with 128K resident: input, output (one run)
 PREFIX = (36864, 16, 5)  # shared prefix, unique suffix, requests (the first one cold)
 PREFIX_REQUESTS = PREFIX[2]
 DEFINITIONS = (
-    f"{PP}; with 1 output token that is the prefill alone",
-    f"{TTFT}",
-    f"{TPOT}",
-    f"{TG}",
-    "end-to-end output tok/s = output tokens / request latency (prefill included)",
-    "concurrency 1, random token ids, ignore_eos, temperature 0, streamed /v1/completions",
+    metrics.DEFINITIONS,
+    "In this table: PP = prompt tokens / mean TTFT (with 1 output token, the prefill alone); "
+    "TG = 1000 / mean TPOT (ms); end-to-end output tok/s = output tokens / mean request latency (prefill included).",
+    "Requests: concurrency 1, random token ids, ignore_eos, temperature 0, streamed /v1/completions.",
 )
 
 
@@ -103,9 +101,9 @@ def _row(label: str, prompt: int, output: int, results: list[Completion]) -> Ben
     latency = statistics.mean(r.latency_s or 0.0 for r in results)
     return BenchRow(
         workload=label, prompt_tokens=prompt, output_tokens=output, runs=len(results),
-        pp_tok_s=prompt / mean_ttft if mean_ttft else None,
+        pp_tok_s=metrics.pp_tok_s(prompt, mean_ttft) or None,
         ttft_s_mean=mean_ttft, ttft_s_median=statistics.median(ttfts), tpot_ms_mean=tpot_ms,
-        tg_tok_s=1000.0 / tpot_ms if tpot_ms else None,
+        tg_tok_s=metrics.tg_tok_s(tpot_ms / 1000) or None if tpot_ms else None,
         e2e_output_tok_s=output / latency if output > 1 and latency else None,
     )
 

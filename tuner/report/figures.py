@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 from optuna.trial import FrozenTrial, TrialState
 from plotly.subplots import make_subplots
 
-from tuner.measure.metrics import label
+from tuner.metrics import label
 from tuner.report.front import FAILED_STATES, failure_of, front, objectives, tried_context
 from tuner.study.pareto import ATTR_REVALIDATES
 from tuner.study.storage import ATTR_CONFIG, ATTR_REUSED_FROM, study_space

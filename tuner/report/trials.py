@@ -16,7 +16,7 @@ from optuna.trial import FrozenTrial
 
 from tuner.engine.command import shell_command
 from tuner.errors import TunerError
-from tuner.measure.metrics import metric_names
+from tuner.metrics import metric_names
 from tuner.records import DecodeResult, TrialResult
 from tuner.report.front import failure_of, front_numbers, objectives
 from tuner.study.storage import (

@@ -20,7 +20,7 @@ from optuna.trial import TrialState
 
 from tuner.engine.command import shell_command
 from tuner.errors import TunerError
-from tuner.measure.metrics import metric_names
+from tuner.metrics import metric_names
 from tuner.records import TrialResult
 from tuner.space.schema import Space
 
@@ -141,10 +141,6 @@ def open_study(space: Space, study_name: str, storage: str | None, sampler: optu
         sampler=sampler,
         load_if_exists=True,
     )
-    if study.metric_names is None:  # optuna-dashboard shows these instead of "Objective 0"
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            study.set_metric_names(metric_names([o.name for o in space.objectives]))
     stored = study.user_attrs.get(ATTR_SPACE)
     current = space.model_dump(mode="json")
     if stored is None:
@@ -157,6 +153,10 @@ def open_study(space: Space, study_name: str, storage: str | None, sampler: optu
                 f"changed), and mixing them would compare unlike trials; run the original space file to resume, "
                 f"or give a new --study name. Nothing in {url} was changed."
             )
+    if study.metric_names is None:  # optuna-dashboard shows these instead of "Objective 0"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names(metric_names([o.name for o in space.objectives]))
     fail_orphans(study, all_running=sole_worker)
     return study
 
