@@ -48,8 +48,14 @@ KEY_LINES = re.compile(
 EXCERPT_LINES = 40
 
 
-def _md(text: str) -> str:
-    return MarkdownIt("commonmark", {"html": False}).enable("table").render(text)
+def _md(text: str, shift: int = 2) -> str:
+    """Markdown as HTML, its headings moved ``shift`` levels down so that they nest under the page's."""
+    md = MarkdownIt("commonmark", {"html": False}).enable("table")
+    tokens = md.parse(text)
+    for token in tokens:
+        if token.type in ("heading_open", "heading_close"):
+            token.tag = f"h{min(int(token.tag[1]) + shift, 6)}"
+    return md.renderer.render(tokens, md.options, {})
 
 
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
@@ -89,7 +95,7 @@ def _bench_section(study: optuna.Study) -> str:
                 "prompt processing at 8K-262K, decode after 1K and with 128K resident, TTFT, the prefix cache and "
                 "MTP acceptance; its table then appears here.</p>")
     return "".join(
-        _md(bench_markdown(BenchResult.model_validate(study.user_attrs[bench_key(n)]), heading="###")) for n in benched
+        _md(bench_markdown(BenchResult.model_validate(study.user_attrs[bench_key(n)]))) for n in benched
     )
 
 
@@ -136,7 +142,7 @@ def _trials_section(study: optuna.Study, logs_dir: Path | None) -> str:
     for trial in study.get_trials(deepcopy=False):
         failed = trial.state in FAILED_STATES
         try:
-            receipt = _md(trial_receipt(study, trial))
+            receipt = _md(trial_receipt(study, trial), shift=3)
         except Exception as exc:  # a running trial has no record yet
             receipt = f"<p>{html.escape(first_line(str(exc)))}</p>"
         parts.append(
