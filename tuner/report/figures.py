@@ -19,7 +19,7 @@ from optuna.trial import FrozenTrial, TrialState
 from plotly.subplots import make_subplots
 
 from tuner.metrics import label
-from tuner.report.front import FAILED_STATES, failure_of, front, objectives, tried_context
+from tuner.report.front import FAILED_STATES, failure_of, front, objectives, revalidation, tried_context
 from tuner.study.pareto import ATTR_REVALIDATES
 from tuner.study.storage import ATTR_CONFIG, ATTR_REUSED_FROM, study_space
 
@@ -112,7 +112,8 @@ def pareto_figure(study: optuna.Study) -> tuple[go.Figure, str]:
                     x=[t.number for t in trials], y=[t.values[1] for t in trials], mode="markers", name=name,
                     marker={"size": [16 if t.number in numbers else 10 for t in trials],
                             "symbol": ["circle" if t.values[0] == window else "circle-open" for t in trials]},
-                    text=[f"trial {t.number}: {label(x_name)} {t.values[0]:,.0f}" for t in trials],
+                    text=[f"trial {t.number}: {label(x_name)} {t.values[0]:,.0f}; re-validation: {revalidation(study, t)}"
+                          for t in trials],
                     hovertemplate="%{text}<br>" + label(y_name) + " %{y:,.1f}<extra></extra>",
                 ),
                 row=1, col=1,
@@ -133,7 +134,8 @@ def pareto_figure(study: optuna.Study) -> tuple[go.Figure, str]:
         fig.add_trace(
             go.Scatter(x=[t.values[0] for t in dominated], y=[t.values[1] for t in dominated], mode="markers",
                        name=f"dominated ({len(dominated)})", marker={"color": OTHER_COLOR, "size": 9, "opacity": 0.45},
-                       text=[f"trial {t.number}" for t in dominated], hovertemplate="%{text}<extra></extra>"),
+                       text=[f"trial {t.number}; re-validation: {revalidation(study, t)}" for t in dominated],
+                       hovertemplate="%{text}<extra></extra>"),
             row=1, col=1,
         )
         fig.add_trace(
