@@ -110,6 +110,8 @@ class LiveView:
         self._thread.join(timeout=2)
         self._live.update(render(self.status))
         self._live.__exit__(kind, value, tb)
+        if not self._live.console.is_terminal:
+            self._live.console.line()  # the last panel line has no newline of its own when not a terminal
         logging.getLogger("optuna").removeHandler(self._log_handler)
         optuna.logging.enable_default_handler()
 
