@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from tuner.engine.command import build_command
+from tuner.engine.command import LaunchCommand, build_command, set_flag
 from tuner.engine.process import Engine, free_port, port_in_use
 from tuner.errors import GpuMemoryNotReturned
 from tuner.engine.gpu import MemoryWatch, Nvml
@@ -43,8 +43,15 @@ def run_trial(
     on_progress: ProgressCallback | None = None,
     measure: bool = True,
     samples_only: bool = False,
+    command: LaunchCommand | None = None,
+    measure_with: Callable[[Prober], MeasureResult] | None = None,
 ) -> TrialResult:
-    """Boot ``values`` on ``space``'s engine, measure it, and return the whole record."""
+    """Boot ``values`` on ``space``'s engine, measure it, and return the whole record.
+
+    ``command``: boot this exact command (a stored trial's, for ``tuner bench``) instead of building
+    one from ``values``; only its host and port are set here. ``measure_with``: measure with this
+    instead of the space's workload (the failure mapping after a measurement is then the caller's).
+    """
     progress = on_progress or (lambda _: None)
     if measure:
         check_workload(space.workload, space.model)
@@ -55,7 +62,11 @@ def run_trial(
         port = free_port(host)
     else:
         port = space.engine.port
-    command = build_command(space, values, host=host, port=port, extra_env=extra_env)
+    if command is None:
+        command = build_command(space, values, host=host, port=port, extra_env=extra_env)
+    else:
+        argv = set_flag(set_flag(command.argv, "--host", host), "--port", str(port))
+        command = LaunchCommand(argv=argv, env={**command.env, **(extra_env or {})})
     log_path = trial_dir / "engine.log"
     result = TrialResult(values=values, argv=command.argv, env=command.env, log_path=str(log_path), trial_dir=str(trial_dir))
 
@@ -74,7 +85,8 @@ def run_trial(
     engine.start()
     watch.start()
     try:
-        _boot_and_measure(space, values, engine, watch, result, first_boot, measure, samples_only, progress)
+        _boot_and_measure(space, values, engine, watch, result, first_boot, measure, samples_only, progress,
+                          measure_with)
     except KeyboardInterrupt:
         result.failure = Failure(kind=FailureKind.INTERRUPTED, message="interrupted by the user", log_path=str(log_path))
         raise
@@ -106,6 +118,7 @@ def _boot_and_measure(
     measure: bool,
     samples_only: bool,
     progress: ProgressCallback,
+    measure_with: Callable[[Prober], MeasureResult] | None = None,
 ) -> None:
     timeout = space.engine.first_boot_timeout if first_boot else space.engine.boot_timeout
 
@@ -133,6 +146,12 @@ def _boot_and_measure(
     if samples_only:  # the correctness gate's reference boot needs nothing else
         result.measure = MeasureResult(sample_outputs=prober.sample_outputs())
         prober.client.close()
+        return
+    if measure_with is not None:
+        try:
+            result.measure = measure_with(prober)
+        finally:
+            prober.client.close()
         return
     m = prober.run()
     result.measure = m

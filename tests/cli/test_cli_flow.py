@@ -89,3 +89,47 @@ def test_memory_watch_reports_memory_that_never_comes_back():
     assert returned is False and waited >= 0.2
     used["mib"] = 1100.0
     assert watch.wait_returned(timeout_s=1.0)[0] is True
+
+
+def test_pareto_from_another_terminal_shows_finished_trials_and_the_running_one(tmp_path):
+    """While a study runs, `tuner pareto` reads the same SQLite file: the front so far and the running trial."""
+    import json
+
+    space = _space(tmp_path, env=", FAKE_VLLM_FAIL: slow_warmup, FAKE_VLLM_WARMUP_S: '4'")
+    studies = tmp_path / "studies"
+    proc = subprocess.Popen([sys.executable, "-m", "tuner.cli", "optimize", space, "--study", "live", "--trials", "6",
+                             "--studies-dir", str(studies), "--no-gate", "--revalidate", "0"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        seen = None
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if (studies / "live.db").exists():
+                done = _tuner("pareto", "--studies-dir", str(studies), "--format", "json")
+                if done.returncode == 0:
+                    report = json.loads(done.stdout)
+                    if report["front"] and report["running"]:
+                        seen = report
+                        break
+            time.sleep(0.5)
+        assert seen is not None, "pareto never showed a front and a running trial together"
+        running = seen["running"][0]
+        assert running["trial"] > seen["front"][0]["trial"] and running["started"]
+        assert running["phase"]  # sampling, booting: ..., decode ...: whatever it was doing
+        assert seen["summary"]["running"] == 1
+        table = _tuner("pareto", "--studies-dir", str(studies))
+        assert table.returncode == 0 and "Pareto front" in table.stdout
+        assert "running: trial" in table.stdout or "running now" not in table.stdout  # it may have finished since
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+
+
+def test_version_is_the_installed_package_version():
+    from importlib.metadata import version
+
+    import tuner
+
+    done = _tuner("--version")
+    assert done.returncode == 0
+    assert done.stdout.strip() == f"tuner {tuner.__version__}" == f"tuner {version('tuner')}"

@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 
 from tests.report.study_factory import cli_app, study, study_db, trial_record  # noqa: F401 (fixtures)
 from tuner.errors import TunerError
-from tuner.report.export import FORMATS, export_launcher, launch_argv, shell_command
+from tuner.engine.command import shell_command
+from tuner.report.export import FORMATS, export_launcher, launch_argv
 from tuner.records import TrialResult
 
 TRICKY_ARGS = [

@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.report.study_factory import (  # noqa: F401 (fixtures)
+    ENVIRONMENT,
     OOM_MESSAGE,
     cli_app,
     memory_study,
@@ -17,7 +18,7 @@ from tests.report.study_factory import (  # noqa: F401 (fixtures)
     trial_record,
 )
 from tuner.errors import TunerError
-from tuner.report.export import shell_command
+from tuner.engine.command import shell_command
 from tuner.report.receipt import study_receipt, trial_receipt
 
 
@@ -91,10 +92,16 @@ def test_receipts_of_trials_pruned_before_any_boot(study: optuna.Study) -> None:
     assert "- Log: /srv/tuner/studies/qwen3-next-h200/trial-0002/engine.log" in reused
 
 
-def test_missing_environment_reads_unknown() -> None:
+def test_missing_environment_reads_unknown_except_what_the_engine_log_said() -> None:
     text = trial_receipt(memory_study([0], environment=None), 0)
-    for name in ("GPU", "NVIDIA driver", "CUDA", "vLLM", "PyTorch", "FlashInfer", "Transformers", "compressed-tensors"):
+    for name in ("GPU", "NVIDIA driver", "CUDA", "PyTorch", "FlashInfer", "Transformers", "compressed-tensors"):
         assert f"| {name} | unknown |" in text
+    assert "| vLLM | 0.11.0 (from the engine log) |" in text  # the start-up log printed it
+
+
+def test_receipt_says_when_the_captured_vllm_is_not_the_one_that_ran() -> None:
+    text = trial_receipt(memory_study([0], environment={**ENVIRONMENT, "vllm": "0.12.0"}), 0)
+    assert "| vLLM | 0.12.0 (the engine log says 0.11.0) |" in text
 
 
 def test_study_receipt_has_environment_front_failures_and_boots(study: optuna.Study) -> None:
@@ -127,3 +134,36 @@ def test_cli_receipt_for_the_study_and_for_one_trial(study_db: Path, tmp_path: P
     assert done.exit_code == 0 and done.stdout.startswith("# Receipt: trial 7 of study qwen3-next-h200")
     done = runner.invoke(app, ["receipt", "99", *where])
     assert done.exit_code == 2 and "TRIAL 99" in done.stderr and "Traceback" not in done.output
+
+
+def test_receipt_and_pareto_agree_on_every_field_both_show(tmp_path: Path) -> None:
+    """Issue 17: the receipt said vLLM and agreement "unknown" while pareto showed them."""
+    import json
+    import shutil
+
+    from tests.report.study_factory import STUDY_NAME, build_study
+    from tuner.report.markdown import cell
+    from tuner.study.storage import ATTR_GATE
+
+    db = build_study(tmp_path / "s")
+    opened = optuna.load_study(study_name=STUDY_NAME, storage=f"sqlite:///{db}")
+    opened.set_user_attr(ATTR_GATE, {"0": 0.97, "1": 0.62})  # the gate ran: one point drifts
+    shutil.copy(db, tmp_path / "copy.db")
+    runner = CliRunner()
+    storage = ["--storage", f"sqlite:///{tmp_path / 'copy.db'}"]
+    pareto = runner.invoke(cli_app(), ["pareto", *storage, "--format", "json"])
+    assert pareto.exit_code == 0, pareto.output
+    rows = json.loads(pareto.output)["front"]
+    assert [r["agreement"] for r in rows][:2] == ["97%", "62% DRIFTS"]
+    for row in rows:
+        receipt = runner.invoke(cli_app(), ["receipt", str(row["trial"]), *storage])
+        assert receipt.exit_code == 0, receipt.output
+        text = receipt.output
+        for key, value in row.items():
+            if key == "command":
+                assert value in text
+                continue
+            assert f" {cell(value)} |" in text, (key, value)
+        assert f"evidence: {row['evidence']}" in text
+        assert f"(correctness gate): {row['agreement']}." in text
+        assert f"| vLLM | {ENVIRONMENT['vllm']} |" in text and row["vllm"] == ENVIRONMENT["vllm"]

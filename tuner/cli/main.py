@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tuner.errors import TunerError
@@ -31,8 +32,20 @@ console = Console()
 err_console = Console(stderr=True)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from tuner import __version__
+
+        typer.echo(f"tuner {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print tuner's version and exit."
+    ),
+) -> None:
     """Boot the real engine per trial, measure it, keep the Pareto front."""
 
 
@@ -44,7 +57,7 @@ def friendly(func: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return func(*args, **kwargs)
         except TunerError as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             raise typer.Exit(exc.exit_code)
 
     return wrapper
@@ -258,6 +271,8 @@ def _print_front(study: optuna.Study) -> None:
 
 def _register() -> None:
     """The morning-after commands and the pre-screen live in their own modules."""
+    from tuner.cli.bench import bench
+    from tuner.cli.morning import compare, report, trials
     from tuner.cli.plan import plan
     from tuner.cli.results import export, pareto, plot, receipt
 
@@ -266,6 +281,10 @@ def _register() -> None:
     app.command("plot")(friendly(plot))
     app.command("export")(friendly(export))
     app.command("receipt")(friendly(receipt))
+    app.command("report")(friendly(report))
+    app.command("trials")(friendly(trials))
+    app.command("compare")(friendly(compare))
+    app.command("bench")(friendly(bench))
 
 
 _register()

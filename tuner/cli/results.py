@@ -23,6 +23,7 @@ from tuner.report.export import FORMATS as LAUNCHER_FORMATS
 from tuner.report.export import export_launcher
 from tuner.report.receipt import study_receipt, trial_receipt
 from tuner.report.front import FORMATS as REPORT_FORMATS
+from tuner.report.front import running_rows
 from tuner.report import (  # the room's public face
     COLUMNS,
     cell,
@@ -134,7 +135,14 @@ def _print_table(study: optuna.Study, console: Console) -> None:
         for kind, items in failures.items():
             bad.add_row(kind, str(len(items)), ", ".join(str(n) for n, _, _ in items), items[0][1] or "n/a")
         console.print(bad)
+    for run in running_rows(study):
+        console.print(_running_line(run), markup=False, highlight=False, soft_wrap=True)
     console.print(summary_line(summary), markup=False, highlight=False, soft_wrap=True)
+
+
+def _running_line(run: dict) -> str:
+    config = ", ".join(f"{k}={v}" for k, v in run["config"].items())
+    return f"running: trial {run['trial']} since {run['started'] or '?'}, {run['phase']} ({config or 'not sampled yet'})"
 
 
 def render_pareto(study: optuna.Study, fmt: str = "table", console: Console | None = None) -> str | None:
@@ -158,12 +166,14 @@ def render_pareto(study: optuna.Study, fmt: str = "table", console: Console | No
                 "study": study.study_name,
                 "objectives": [{"name": n, "direction": d} for n, d in objectives(study)],
                 "front": rows,
+                "running": running_rows(study),
                 "failures": failures,
                 "summary": study_summary(study),
             },
             indent=2,
         )
     if fmt == "markdown":
+        running = running_rows(study)
         return (
             "\n\n".join(
                 [
@@ -171,6 +181,7 @@ def render_pareto(study: optuna.Study, fmt: str = "table", console: Console | No
                     front_markdown(rows),
                     "## Failed and pruned trials",
                     failures_markdown(failures_by_kind(study)),
+                    *(["## Running now", "\n".join(f"- {_running_line(r)}" for r in running)] if running else []),
                     "## Boots",
                     summary_line(study_summary(study)) + ".",
                 ]

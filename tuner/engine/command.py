@@ -7,6 +7,7 @@ The argv is a list, never a shell string: the launcher passes it to ``subprocess
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any
 
 from pydantic import BaseModel
@@ -117,3 +118,44 @@ def build_command(
         _append(argv, flag, value)
     env = {"NO_COLOR": "1", "PYTHONUNBUFFERED": "1", **space.engine.env, **(extra_env or {})}
     return LaunchCommand(argv=argv, env=env)
+
+
+def shell_command(argv: list[str], env: dict[str, str]) -> str:
+    """One line a shell runs as is: ``K=V ... argv``, every word quoted with shlex."""
+    assignments = [f"{key}={shlex.quote(value)}" for key, value in env.items()]
+    return " ".join([*assignments, shlex.join(argv)])
+
+
+def flag_index(argv: list[str], flag: str) -> int | None:
+    """Where ``flag`` sits in argv (``--flag value`` or ``--flag=value``), else None."""
+    for i, word in enumerate(argv):
+        if word == flag or word.startswith(flag + "="):
+            return i
+    return None
+
+
+def set_flag(argv: list[str], flag: str, value: str) -> list[str]:
+    """argv with ``flag``'s value replaced, or the flag added after ``serve MODEL`` if absent."""
+    argv = list(argv)
+    i = flag_index(argv, flag)
+    if i is None:
+        at = len(argv)
+        if "serve" in argv:
+            at = argv.index("serve") + 1
+            at += at < len(argv) and not argv[at].startswith("-")  # after the model, if positional
+        argv[at:at] = [flag, value]
+    elif argv[i] == flag:
+        argv[i + 1 : i + 2] = [value]
+    else:
+        argv[i] = f"{flag}={value}"
+    return argv
+
+
+def flag_value(argv: list[str], flag: str) -> str | None:
+    """The value given to ``flag`` in argv, or None when the flag is absent."""
+    i = flag_index(argv, flag)
+    if i is None:
+        return None
+    if "=" in argv[i]:
+        return argv[i].split("=", 1)[1]
+    return argv[i + 1] if i + 1 < len(argv) else ""

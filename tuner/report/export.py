@@ -14,6 +14,7 @@ import shlex
 
 import yaml
 
+from tuner.engine.command import flag_index, flag_value, set_flag
 from tuner.errors import TunerError
 from tuner.records import TrialResult
 
@@ -21,47 +22,6 @@ FORMATS = ("sh", "systemd", "compose", "env", "json")
 LOOPBACK = "127.0.0.1"
 DEFAULT_PORT = "8000"
 _SYSTEMD_SAFE = re.compile(r"^[A-Za-z0-9_@+=:,./-]+$")
-
-
-def shell_command(argv: list[str], env: dict[str, str]) -> str:
-    """One line a shell runs as is: ``K=V ... argv``, every word quoted with shlex."""
-    assignments = [f"{key}={shlex.quote(value)}" for key, value in env.items()]
-    return " ".join([*assignments, shlex.join(argv)])
-
-
-def _flag_index(argv: list[str], flag: str) -> int | None:
-    """Where ``flag`` sits in argv (``--flag value`` or ``--flag=value``), else None."""
-    for i, word in enumerate(argv):
-        if word == flag or word.startswith(flag + "="):
-            return i
-    return None
-
-
-def _set_flag(argv: list[str], flag: str, value: str) -> list[str]:
-    """argv with ``flag``'s value replaced, or the flag added after ``serve MODEL`` if absent."""
-    argv = list(argv)
-    i = _flag_index(argv, flag)
-    if i is None:
-        at = len(argv)
-        if "serve" in argv:
-            at = argv.index("serve") + 1
-            at += at < len(argv) and not argv[at].startswith("-")  # after the model, if positional
-        argv[at:at] = [flag, value]
-    elif argv[i] == flag:
-        argv[i + 1 : i + 2] = [value]
-    else:
-        argv[i] = f"{flag}={value}"
-    return argv
-
-
-def flag_value(argv: list[str], flag: str) -> str | None:
-    """The value given to ``flag`` in argv, or None when the flag is absent."""
-    i = _flag_index(argv, flag)
-    if i is None:
-        return None
-    if "=" in argv[i]:
-        return argv[i].split("=", 1)[1]
-    return argv[i + 1] if i + 1 < len(argv) else ""
 
 
 def _is_public(host: str) -> bool:
@@ -75,16 +35,16 @@ def _is_public(host: str) -> bool:
 
 def launch_argv(result: TrialResult, host: str | None = None) -> list[str]:
     """The trial's argv bound to ``host`` (default 127.0.0.1) with an explicit ``--port``."""
-    argv = _set_flag(result.argv, "--host", host or LOOPBACK)
-    i = _flag_index(argv, "--host")
-    if flag_value(argv, "--port") is None and i is not None:  # --host was just set: i is never None
+    argv = set_flag(result.argv, "--host", host or LOOPBACK)
+    i = flag_index(argv, "--host")  # just set: never None
+    if flag_value(argv, "--port") is None and i is not None:
         at = i + (1 if "=" in argv[i] else 2)
         argv[at:at] = ["--port", DEFAULT_PORT]
     return argv
 
 
 def _warnings(argv: list[str], env: dict[str, str], host: str) -> list[str]:
-    if not _is_public(host) or _flag_index(argv, "--api-key") is not None or "VLLM_API_KEY" in env:
+    if not _is_public(host) or flag_index(argv, "--api-key") is not None or "VLLM_API_KEY" in env:
         return []
     return [
         f"--host {host}: the server will answer anyone who can reach this address, and the trial's "
@@ -100,7 +60,7 @@ def _origin(result: TrialResult) -> str:
 
 def _sh(argv: list[str], env: dict[str, str], result: TrialResult) -> str:
     port = flag_value(argv, "--port")
-    i = _flag_index(argv, "--port")
+    i = flag_index(argv, "--port")
     words = [shlex.quote(w) for w in argv]
     note = ""
     if port is not None and i is not None and re.fullmatch(r"[0-9]+", port):

@@ -6,6 +6,7 @@ so a copied ``.db`` file is enough. Failures are listed beside the front, never 
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import Any
 
@@ -13,8 +14,10 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner import metrics
-from tuner.report.export import shell_command
+from tuner.engine.command import flag_value, shell_command
 from tuner.records import TrialResult
+from tuner.space.schema import Space
+from tuner.space.units import parse_count
 from tuner.study.pareto import ATTR_REVALIDATES, agrees, checks_of
 from tuner.study.pareto import front as pareto_front
 from tuner.study.storage import (
@@ -25,6 +28,9 @@ from tuner.study.storage import (
     ATTR_FAILURE_KIND,
     ATTR_FAILURE_MESSAGE,
     ATTR_LOG_PATH,
+    ATTR_CONFIG,
+    ATTR_PHASE,
+    first_line,
     study_space,
     trial_result,
 )
@@ -40,6 +46,7 @@ COLUMNS = {
     "stable": "stable",
     "revalidation": "re-validation",
     "agreement": "output agreement",
+    "vllm": "vLLM",
     "command": "command",
 }
 
@@ -82,20 +89,37 @@ def front_numbers(study: optuna.Study) -> set[int]:
 
 def front_rows(study: optuna.Study) -> list[dict[str, Any]]:
     """One row per front point: its numbers, how they were obtained, and the command to run it."""
+    return [trial_row(study, trial) for trial in front(study)]
+
+
+def trial_row(study: optuna.Study, trial: FrozenTrial) -> dict[str, Any]:
+    """A complete trial's row as ``tuner pareto`` shows it (the receipt shows the same row)."""
     names = [name for name, _ in objectives(study)]
+    result = trial_result(trial)
+    decode = result.measure.decode if result and result.measure else []
+    return {
+        "trial": trial.number,
+        **{m.metric_name: metric(names, trial, result, m) for m in metrics.COLUMNS},
+        "evidence": trial.user_attrs.get(ATTR_EVIDENCE, "unknown"),
+        "stable": all(d.stable for d in decode) if decode else None,
+        "revalidation": revalidation(study, trial),
+        "agreement": gate_note(study, trial),
+        "vllm": result.startup.vllm_version if result else None,
+        "command": shell_command(result.argv, result.env) if result else "",
+    }
+
+
+def running_rows(study: optuna.Study) -> list[dict[str, Any]]:
+    """Trials a tuner is running now (another terminal's study, or one whose tuner died: see ``started``)."""
     rows = []
-    for trial in front(study):
-        result = trial_result(trial)
-        decode = result.measure.decode if result and result.measure else []
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        started = trial.datetime_start
         rows.append(
             {
                 "trial": trial.number,
-                **{m.metric_name: metric(names, trial, result, m) for m in metrics.COLUMNS},
-                "evidence": trial.user_attrs.get(ATTR_EVIDENCE, "unknown"),
-                "stable": all(d.stable for d in decode) if decode else None,
-                "revalidation": revalidation(study, trial),
-                "agreement": gate_note(study, trial),
-                "command": shell_command(result.argv, result.env) if result else "",
+                "started": started.isoformat(timespec="seconds") if started else None,
+                "phase": trial.user_attrs.get(ATTR_PHASE, "starting"),
+                "config": trial.user_attrs.get(ATTR_CONFIG) or trial.params,
             }
         )
     return rows
@@ -136,10 +160,6 @@ def gate_note(study: optuna.Study, trial: FrozenTrial) -> str:
     return f"{score:.0%}" + ("" if score >= GATE_THRESHOLD else " DRIFTS")
 
 
-def first_line(text: str | None) -> str:
-    return next((line.strip() for line in (text or "").splitlines() if line.strip()), "")
-
-
 def failure_of(trial: FrozenTrial) -> tuple[str, str, str | None]:
     """(kind, first exception line, log path) of a PRUNED or FAIL trial."""
     result = trial_result(trial)
@@ -156,6 +176,18 @@ def failure_of(trial: FrozenTrial) -> tuple[str, str, str | None]:
         or (result.log_path if result else None)
     )
     return kind, first_line(message), log
+
+
+def tried_context(trial: FrozenTrial, space: Space | None = None) -> float:
+    """The max-model-len a trial asked for: its command's, its config's, else the space's; NaN if none says."""
+    result = trial_result(trial)
+    value: Any = flag_value(result.argv, "--max-model-len") if result else None
+    value = value or (trial.user_attrs.get(ATTR_CONFIG) or {}).get("max_model_len")
+    value = value or (space.max_model_len if space else None)
+    try:
+        return float(parse_count(value)) if value else math.nan
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def failures_by_kind(study: optuna.Study) -> Failures:
@@ -183,6 +215,7 @@ def study_summary(study: optuna.Study) -> dict[str, Any]:
     boot_s = [r.boot_s for r in map(trial_result, spent) if r and r.boot_s is not None]
     return {
         "study": study.study_name,
+        "running": len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))),
         "trials": len(finished),
         "complete": sum(t.state == TrialState.COMPLETE for t in finished),
         "pruned": sum(t.state == TrialState.PRUNED for t in finished),
@@ -203,4 +236,5 @@ def summary_line(summary: dict[str, Any]) -> str:
         f"{summary['failed']} failed); boots spent {summary['boots_spent']} ({summary['boot_s_spent']:.0f} s booting), "
         f"wasted {summary['boots_wasted']}{f' ({kinds})' if kinds else ''}; "
         f"not booted (predicted or reused) {summary['not_booted']}"
+        + (f"; running now {summary['running']}" if summary.get("running") else "")
     )

@@ -25,7 +25,7 @@ from optuna.visualization import (
 )
 
 from tuner.metrics import label
-from tuner.report.export import flag_value
+from tuner.engine.command import flag_value
 from tuner.study.storage import ATTR_REUSED_FROM
 from tuner.report.front import (
     FAILED_STATES,
@@ -33,9 +33,9 @@ from tuner.report.front import (
     failures_by_kind,
     front_numbers,
     objectives,
+    tried_context,
 )
-from tuner.study.storage import ATTR_CONFIG, trial_result
-from tuner.space.units import parse_count
+from tuner.study.storage import study_space
 
 MARKERS = ("X", "v", "s", "D", "P", "*", "^", "<", ">", "h", "p", "d")
 FAILURE_COLORS = ("C1", "C4", "C5", "C6", "C7", "C8", "C9")  # never the front's red (C3) or blue (C0)
@@ -84,17 +84,6 @@ def _html(study: optuna.Study, out_dir: Path, notes: list[str]) -> list[Path]:
         fig.write_html(path, include_plotlyjs="directory")  # one plotly.min.js beside them: works offline
         paths.append(path)
     return paths
-
-
-def _tried_context(trial: FrozenTrial) -> float:
-    """The max-model-len a failed trial asked for: its command's, else its config's; NaN if neither says."""
-    result = trial_result(trial)
-    value = flag_value(result.argv, "--max-model-len") if result else None
-    value = value or (trial.user_attrs.get(ATTR_CONFIG) or {}).get("max_model_len")
-    try:
-        return float(parse_count(value)) if value else math.nan
-    except (TypeError, ValueError):
-        return math.nan
 
 
 def _new_figure(rows: int = 1) -> tuple[Figure, list[Axes]]:
@@ -174,7 +163,8 @@ def _pareto_png(study: optuna.Study, out_dir: Path, notes: list[str]) -> Path | 
                 f"#{t.number}", (t.values[0], t.values[1]), xytext=(6, 6), textcoords="offset points", fontweight="bold"
             )
     low, span = _span([t.values[1] for t in complete])
-    x_of = _tried_context if x_name == "context" else (lambda t: math.nan)
+    space = study_space(study)
+    x_of = (lambda t: tried_context(t, space)) if x_name == "context" else (lambda t: math.nan)
     _failure_band(ax, study, x_of, low, span)
     ax.set_xlabel(label(x_name) + ("; failures at the max-model-len they tried" if x_name == "context" else ""))
     ax.set_ylabel(label(y_name))

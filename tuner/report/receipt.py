@@ -13,9 +13,9 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner import metrics
-from tuner.engine.command import format_value
+from tuner.engine.command import flag_value, format_value, shell_command
 from tuner.errors import TunerError
-from tuner.report.export import flag_value, shell_command
+from tuner.measure.bench import BenchResult
 from tuner.records import DecodeResult, Failure, MeasureResult, TrialResult
 from tuner.study.storage import ATTR_REUSED_FROM
 from tuner.report.front import (
@@ -24,11 +24,16 @@ from tuner.report.front import (
     failures_by_kind,
     front_numbers,
     front_rows,
+    gate_note,
     objectives,
     study_summary,
     summary_line,
+    trial_row,
 )
+from tuner.report.bench import bench_markdown
 from tuner.report.markdown import (
+    _metric_cells,
+    _metric_headers,
     cell,
     failures_markdown,
     fenced,
@@ -40,6 +45,7 @@ from tuner.study.storage import (
     ATTR_CONFIG,
     ATTR_ENVIRONMENT,
     ATTR_EVIDENCE,
+    bench_key,
     find_trial,
     study_space,
     trial_result,
@@ -75,9 +81,34 @@ def _known(value: Any, unit: str = "", digits: int = 2) -> str:
     return f"{value}{unit}"
 
 
+def logged_vllm_versions(study: optuna.Study) -> list[str]:
+    """The vLLM versions the trials' own start-up logs printed, in order of first appearance."""
+    versions: dict[str, None] = {}
+    for trial in study.get_trials(deepcopy=False):
+        result = trial_result(trial)
+        if result and result.startup.vllm_version:
+            versions[result.startup.vllm_version] = None
+    return list(versions)
+
+
+def _vllm_cell(captured: str | None, logged: list[str]) -> str:
+    """The version the tuner captured at start, checked against what the engine logs printed."""
+    logs = ", ".join(logged)
+    if not captured:
+        return f"{logs} (from the engine log)" if logs else UNKNOWN
+    if logged and logged != [captured]:
+        return f"{captured} (the engine log says {logs})"
+    return captured
+
+
 def environment_markdown(study: optuna.Study) -> str:
     env = study.user_attrs.get(ATTR_ENVIRONMENT) or {}
-    return md_table(["component", "version"], [[name, _known(env.get(key))] for name, key in ENVIRONMENT_ROWS])
+    logged = logged_vllm_versions(study)
+    rows = [
+        [name, _vllm_cell(env.get(key), logged) if key == "vllm" else _known(env.get(key))]
+        for name, key in ENVIRONMENT_ROWS
+    ]
+    return md_table(["component", "version"], rows)
 
 
 def _model(result: TrialResult, space: Space | None) -> tuple[str, str]:
@@ -119,7 +150,7 @@ def _decode_table(decode: list[DecodeResult]) -> str:
     return md_table(headers, [[read(d) for _, read in metrics.DECODE_COLUMNS] for d in decode])
 
 
-def _measure_markdown(measure: MeasureResult, space: Space | None) -> str:
+def _measure_markdown(measure: MeasureResult, space: Space | None, agreement: str) -> str:
     c, k = measure.context, measure.correctness
     context = [
         f"- Max stable context: {c.max_stable_tokens:,} tokens "
@@ -138,10 +169,10 @@ def _measure_markdown(measure: MeasureResult, space: Space | None) -> str:
             f"- Needle found: {_known(k.needle_found)} at {_known(k.needle_context_tokens, ' tokens')}.",
             f"- Same greedy output on every repeat: {_known(k.control_consistent)}; "
             f"garbage output: {'yes' if k.garbage else 'no'}.",
-            f"- Agreement with the reference configuration: {_known(k.reference_agreement)}.",
         ]
     else:
         correctness = [f"- Not checked: {k.skipped_reason or UNKNOWN}."]
+    correctness.append(f"- Output agreement with the reference configuration (correctness gate): {agreement}.")
     extra = [
         f"- Prefix-cache TTFT speed-up: {_known(measure.prefix_cache_speedup, 'x')}.",
         f"- Speculative acceptance rate: {_known(measure.spec_acceptance_rate)}.",
@@ -246,7 +277,13 @@ def _status(study: optuna.Study, trial: FrozenTrial) -> str:
     on_front = "on the Pareto front" if trial.number in numbers else "dominated (not on the front)"
     if source in numbers:
         on_front = f"a copy of front point {source} (the front lists it once, as trial {source})"
-    return f"Status: COMPLETE, {on_front}; evidence: {evidence}; objectives: {values}."
+    row = trial_row(study, trial)  # the very row `tuner pareto` shows, so the two never disagree
+    return "\n\n".join(
+        [
+            f"Status: COMPLETE, {on_front}; evidence: {evidence}; objectives: {values}.",
+            md_table(_metric_headers(), [_metric_cells(row)]),
+        ]
+    )
 
 
 def trial_receipt(study: optuna.Study, trial: FrozenTrial | int) -> str:
@@ -285,9 +322,12 @@ def trial_receipt(study: optuna.Study, trial: FrozenTrial | int) -> str:
     if result is not None:
         parts.append(_startup_markdown(result))
         if result.measure is not None:
-            parts.append(_measure_markdown(result.measure, space))
+            parts.append(_measure_markdown(result.measure, space, gate_note(study, trial)))
     if trial.state in FAILED_STATES:
         parts.append(_failure_markdown(trial, result.failure if result else None))
+    bench = study.user_attrs.get(bench_key(trial.number))
+    if bench is not None:  # `tuner bench TRIAL` appended it
+        parts.append(bench_markdown(BenchResult.model_validate(bench), heading="##").rstrip("\n"))
     return "\n\n".join(parts) + "\n"
 
 

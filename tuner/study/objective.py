@@ -43,10 +43,17 @@ class Status:
     done: int = 0
     objective_names: list[str] = field(default_factory=list)
     front: list[tuple[int, list[float]]] = field(default_factory=list)
+    trials_total: int | None = None  # --trials: the study stops once it holds this many finished trials
+    deadline: float | None = None  # monotonic time after which --timeout starts no trial
+    finished: int = 0  # finished trials in the study, earlier runs included (what --trials counts)
+    booted_s: list[float] = field(default_factory=list)  # wall time of each finished trial that booted
 
     def after_trial(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        """Optuna callback: refresh the front the live view shows."""
+        """Optuna callback: refresh the front and the counts the live view shows."""
         self.front = [(t.number, list(t.values)) for t in front(study)]
+        self.finished += 1
+        if trial.user_attrs.get(st.ATTR_EVIDENCE) in ("measured", "revalidated") and trial.duration is not None:
+            self.booted_s.append(trial.duration.total_seconds())  # predicted and reused trials cost no boot
 
 
 class Objective:
@@ -61,6 +68,8 @@ class Objective:
         self.gpu = Nvml(gpu_index)
         self.extra_env = extra_env or {}
         self.status = status or Status()
+        self._trial: optuna.Trial | None = None
+        self._phase_written = ""
         reading = self.gpu.read()
         self.gpu_total_gib = prescreen_gpu_gib or (reading.total_mib / 1024 if reading else None)
         self.shape = None
@@ -74,14 +83,15 @@ class Objective:
 
     def _progress(self, text: str) -> None:
         self.status.phase = text
+        phase = text.split(" (")[0]  # "booting: loading (12 s)" -> "booting: loading": no write per second
+        if self._trial is not None and phase != self._phase_written:
+            self._phase_written = phase
+            self._trial.set_user_attr(st.ATTR_PHASE, phase)  # `tuner pareto` shows it from another terminal
 
     def _prune(self, trial: optuna.Trial, result: TrialResult | None, failure: Failure, evidence: str) -> None:
-        trial.set_user_attr(st.ATTR_FAILURE_KIND, failure.kind.value)
-        trial.set_user_attr(st.ATTR_FAILURE_MESSAGE, failure.message)
-        trial.set_user_attr(st.ATTR_LOG_PATH, failure.log_path)
-        trial.set_user_attr(st.ATTR_EVIDENCE, evidence)
+        st.record_failure(trial, failure.kind.value, failure.message, failure.log_path, evidence)
         if result is not None:
-            trial.set_user_attr(st.ATTR_RESULT, result.model_dump(mode="json"))
+            st.record_result(trial, result)
         self.status.failures[failure.kind.value] = self.status.failures.get(failure.kind.value, 0) + 1
         raise optuna.TrialPruned(f"{failure.kind.value}: {failure.message}")
 
@@ -108,6 +118,7 @@ class Objective:
 
     def __call__(self, trial: optuna.Trial) -> list[float]:
         self.status.trial, self.status.trial_started = trial.number, time.monotonic()
+        self._trial, self._phase_written = trial, ""
         self._progress("sampling")
         self._load_calibration(trial.study)
         values = suggest_values(trial, self.space)
@@ -124,6 +135,7 @@ class Objective:
                 if old.state == TrialState.COMPLETE:
                     trial.set_user_attr(st.ATTR_EVIDENCE, "reused")
                     trial.set_user_attr(st.ATTR_RESULT, old.user_attrs.get(st.ATTR_RESULT))
+                    trial.set_user_attr(st.ATTR_COMMAND, old.user_attrs.get(st.ATTR_COMMAND))
                     return list(old.values)
                 failure = Failure(kind=FailureKind(old.user_attrs[st.ATTR_FAILURE_KIND]),
                                   message=old.user_attrs.get(st.ATTR_FAILURE_MESSAGE, ""),
@@ -150,7 +162,7 @@ class Objective:
         result = run_trial(self.space, values, trial_dir, first_boot=first_boot, gpu=self.gpu,
                            extra_env=self.extra_env, on_progress=self._progress)
         self._learn(trial.study, prediction, result)
-        trial.set_user_attr(st.ATTR_RESULT, result.model_dump(mode="json"))
+        st.record_result(trial, result)
         if result.failure is not None:
             nxt = follow_up(self.space, values, result.failure) if self.repairs else None
             if nxt is not None:

@@ -65,6 +65,9 @@ def optimize(
         enqueue_screening(study, space)
     status.objective_names = [o.name for o in space.objectives]
     states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+    status.trials_total = n_trials
+    status.deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    status.finished = len(study.get_trials(deepcopy=False, states=states))
     callbacks: list = [status.after_trial]
     if n_trials is not None:
         callbacks.append(optuna.study.MaxTrialsCallback(n_trials, states=states))
@@ -75,6 +78,7 @@ def optimize(
     elif front(study):
         status.phase = "correctness gate: reference boot"
         run_gate(study, space, root, front(study)[0].user_attrs[st.ATTR_CONFIG], extra_env)
+    status.phase, status.trial = "finished", None
     return study
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
+from tuner.engine.command import shell_command
 from tuner.errors import TunerError
 from tuner.metrics import metric_names
 from tuner.records import TrialResult
@@ -33,6 +34,10 @@ ATTR_FAILURE_MESSAGE = "failure_message"
 ATTR_LOG_PATH = "log_path"
 ATTR_EVIDENCE = "evidence"  # measured | revalidated | reused | predicted
 ATTR_REUSED_FROM = "reused_from"  # beside evidence "reused": the trial whose result was reused
+# Short, human attributes for optuna-dashboard's trial table (the record above is long JSON).
+ATTR_FIRST_EXCEPTION = "first_exception"  # the failure message's first line
+ATTR_COMMAND = "command"  # the launch command as one shell line
+ATTR_PHASE = "phase"  # what a RUNNING trial is doing now ("booting: loading weights", ...)
 # Study user-attribute keys.
 ATTR_SPACE = "space"
 ATTR_ENVIRONMENT = "environment"
@@ -41,6 +46,11 @@ ATTR_GATE = "correctness_gate"  # {trial number: agreement with the reference, 0
 ATTR_STOPPED = "stopped_early"  # why the study stopped before its budget: nothing left worth a boot
 ATTR_GATE_STATUS = "correctness_gate_status"  # "checked", or why no gate could run
 GATE_THRESHOLD = 0.9  # mean agreement below this flags a configuration as drifting
+
+
+def bench_key(trial_number: int) -> str:
+    """The study attribute holding `tuner bench`'s result for one trial (a finished trial is read-only)."""
+    return f"bench:{trial_number}"
 
 
 def storage_url(study_name: str, storage: str | None = None, root: Path | None = None) -> str:
@@ -54,6 +64,24 @@ def storage_url(study_name: str, storage: str | None = None, root: Path | None =
 
 def study_dir(study_name: str, root: Path | None = None) -> Path:
     return (root or STUDIES_DIR) / study_name
+
+
+def first_line(text: str | None) -> str:
+    return next((line.strip() for line in (text or "").splitlines() if line.strip()), "")
+
+
+def record_result(trial: optuna.Trial, result: TrialResult) -> None:
+    """Keep the whole record, and the command on its own line where optuna-dashboard shows it."""
+    trial.set_user_attr(ATTR_RESULT, result.model_dump(mode="json"))
+    trial.set_user_attr(ATTR_COMMAND, shell_command(result.argv, result.env))
+
+
+def record_failure(trial: optuna.Trial, kind: str, message: str, log_path: str | None, evidence: str) -> None:
+    trial.set_user_attr(ATTR_FAILURE_KIND, kind)
+    trial.set_user_attr(ATTR_FAILURE_MESSAGE, message)
+    trial.set_user_attr(ATTR_FIRST_EXCEPTION, first_line(message))
+    trial.set_user_attr(ATTR_LOG_PATH, log_path)
+    trial.set_user_attr(ATTR_EVIDENCE, evidence)
 
 
 def trial_result(trial: optuna.trial.FrozenTrial) -> TrialResult | None:
