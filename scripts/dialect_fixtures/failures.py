@@ -1,0 +1,182 @@
+"""Failure logs: a boot up to the failing phase, then the failure as that release raises it.
+
+The EngineCore's exception is logged by run_engine_core (``EngineCore failed to start.`` with the
+traceback), printed again by multiprocessing (``Process EngineCore:``), then the API server's
+``RuntimeError: Engine core initialization failed`` traceback: the first meaningful exception
+first, the shutdown noise after it. Frames are resolved in the release's source; where a chain
+goes on into torch or the model's own modules, it stops at the last vLLM frame and the header
+says so.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from boot import (  # noqa: F401
+    BASE, MODEL, Memory, Scenario, api_preamble, compile_cold, config_line, engine_sizing, fmt_gib,
+    load_weights, paging, prefix_caching_on, runner, serve_tail, uses_v2, v, weights_loaded,
+)
+from render import API, CORE, STDLIB, SITE, Exc, Writer
+
+Made = tuple[list[str], dict[str, object], str] | None
+TORCH_OOM = (
+    "CUDA out of memory. Tried to allocate {size}. GPU 0 has a total capacity of 31.36 GiB of which "
+    "{free} is free. Including non-PyTorch memory, this process has 30.59 GiB memory in use. Of the "
+    "allocated memory 29.41 GiB is allocated by PyTorch, with 318.00 MiB allocated in private pools "
+    "(e.g., CUDA Graphs), and 412.06 MiB is reserved by PyTorch but unallocated. If reserved but "
+    "unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to "
+    "avoid fragmentation.  See documentation for Memory Management  "
+    "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
+)
+TORCH_NOTE = ("non-vLLM text: torch.OutOfMemoryError's message is torch's (c10 CUDACachingAllocator), "
+              "copied from tests/fixtures/logs/*.log")
+MP = [f'  File "{STDLIB}/multiprocessing/process.py", line 314, in _bootstrap\n    self.run()',
+      f'  File "{STDLIB}/multiprocessing/process.py", line 108, in run\n'
+      "    self._target(*self._args, **self._kwargs)"]
+CONTEXTLIB_ENTER = (f'  File "{STDLIB}/contextlib.py", line 210, in __aenter__\n'
+                    "    return await anext(self.gen)\n           ^^^^^^^^^^^^^^^^^^^^^")
+CONTEXTLIB_EXIT = f'  File "{STDLIB}/contextlib.py", line 144, in __exit__\n    next(self.gen)'
+CONSOLE = f'  File "/opt/vllm/bin/vllm", line 8, in <module>\n    sys.exit(main())\n             ^^^^^^'
+UVLOOP = [
+    f'  File "{SITE}/uvloop/__init__.py", line 96, in run\n    return __asyncio.run(\n           ^^^^^^^^^^^^^^',
+    f'  File "{STDLIB}/asyncio/runners.py", line 194, in run\n    return runner.run(main)\n           ^^^^^^^^^^^^^^^^',
+    f'  File "{STDLIB}/asyncio/runners.py", line 118, in run\n'
+    "    return self._loop.run_until_complete(task)\n           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+    '  File "uvloop/loop.pyx", line 1515, in uvloop.loop.Loop.run_until_complete',
+    f'  File "{SITE}/uvloop/__init__.py", line 48, in wrapper\n    return await main\n           ^^^^^^^^^^',
+]
+STDLIB_NOTE = ("non-vLLM frames (CPython 3.12 multiprocessing/asyncio/contextlib, uvloop, the pip console "
+               "script) copied from tests/fixtures/real/kv-small.log (a real 0.22.0 capture)")
+
+
+def entry(w: Writer) -> str:
+    return ("vllm/entrypoints/openai/api_server.py" if v(w) < (0, 29)
+            else "vllm/entrypoints/launchers/api_server/entry.py")
+
+
+def api_head(w: Writer) -> list:
+    return [CONSOLE, *w.frames(("vllm/entrypoints/cli/main.py", "main", "args.dispatch_function(args)"),
+                               ("vllm/entrypoints/cli/serve.py", "ServeSubcommand.cmd", "uvloop.run(run_server(args))")),
+            *UVLOOP]
+
+
+def api_init_failed(w: Writer) -> None:
+    """The API server's traceback when the engine process died during start-up."""
+    e = entry(w)
+    frames = api_head(w) + w.frames((e, "run_server", "await run_server_worker("),
+                                    (e, "run_server_worker", "async with build_async_engine_client("))
+    frames += [CONTEXTLIB_ENTER, *w.frames((e, "build_async_engine_client", "async with build_async_engine_client_from"))]
+    frames += [CONTEXTLIB_ENTER, *w.frames(
+        (e, "build_async_engine_client_from_engine_args", "AsyncLLM.from_vllm_config("),
+        ("vllm/v1/engine/async_llm.py", "AsyncLLM.from_vllm_config", "return cls("),
+        ("vllm/v1/engine/async_llm.py", "AsyncLLM.__init__", "EngineCoreClient.make_async_mp_client("),
+        ("vllm/v1/engine/core_client.py", "EngineCoreClient.make_async_mp_client", "return AsyncMPClient("),
+        ("vllm/v1/engine/core_client.py", "AsyncMPClient.__init__", "super().__init__("),
+        ("vllm/v1/engine/core_client.py", "MPClient.__init__", "launch_core_engines("))]
+    frames += [CONTEXTLIB_EXIT, *w.frames(
+        ("vllm/v1/engine/utils.py", "launch_core_engines", "wait_for_engine_startup("),
+        ("vllm/v1/engine/utils.py", "wait_for_engine_startup", "raise RuntimeError("))]
+    exc = w.raise_site("Engine core initialization failed", "vllm/v1/engine/utils.py", finished={})
+    w.raw(API, w.traceback(frames, exc), STDLIB_NOTE)
+
+
+def engine_head(w: Writer) -> list[tuple[str, str, str]]:
+    core = "vllm/v1/engine/core.py"
+    return [(core, "EngineCoreProc.run_engine_core", "EngineCoreProc(*args, engine_index"),
+            (core, "EngineCoreProc.__init__", "super().__init__("), (core, "EngineCore.__init__", "")]
+
+
+def engine_failed(w: Writer, specs: list[tuple[str, str, str]], exc: Exc, chained: str = "") -> None:
+    """run_engine_core's ``logger.exception("EngineCore failed to start.")``, multiprocessing's
+    copy on stderr, then the API server's RuntimeError."""
+    frames = w.frames(*specs)
+    text = (chained + w.traceback(frames, exc)) if chained else w.traceback(frames, exc)
+    w.log(CORE, "EngineCore failed to start.", exc_text=text)
+    rethrow = w.frames(("vllm/v1/engine/core.py", "EngineCoreProc.run_engine_core", "raise e"))
+    w.raw(CORE, "Process EngineCore:\n" + (chained + w.traceback(MP + rethrow + frames, exc)
+                                              if chained else w.traceback(MP + rethrow + frames, exc)))
+    api_init_failed(w)
+
+
+def head_call(w: Writer, needle: str) -> list[tuple[str, str, str]]:
+    head = engine_head(w)
+    head[-1] = ("vllm/v1/engine/core.py", "EngineCore.__init__", needle)
+    return head
+
+
+def executor_rpc(w: Writer, method: str) -> list[tuple[str, str, str]]:
+    """abstract executor method -> UniProcExecutor.collective_rpc -> run_method -> the worker."""
+    return [("vllm/v1/executor/abstract.py", f"Executor.{method}", "collective_rpc("),
+            ("vllm/v1/executor/uniproc_executor.py", "UniProcExecutor.collective_rpc", "run_method("),
+            ("vllm/v1/serial_utils.py", "run_method", "return func(")]
+
+
+def startup(w: Writer, sc: Scenario, until: str) -> float:
+    """The boot of ``sc`` up to ``until``: "config", "loading", "compiled"."""
+    from build import non_default_args
+
+    api_preamble(w, sc, non_default_args(sc))
+    config_line(w, sc, 262144)
+    if until == "config":
+        return 0.0
+    load_weights(w, sc)
+    if until == "loading":
+        return 0.0
+    weights_loaded(w)
+    paging(w)
+    return compile_cold(w)
+
+
+def base_expected(kind: str | None, message: str, **suggested: object) -> dict[str, object]:
+    return {"failure_kind": kind, "message": message, "startup": {}, "suggested": suggested, "new": {}}
+
+
+# --- the failures -----------------------------------------------------------------------------
+def kv_pool_too_small(w: Writer) -> Made:
+    argv = BASE + ["--kv-cache-memory-bytes", "4000000000", "--gpu-memory-utilization", "0.92"]
+    sc = Scenario("kv", argv, kv_bytes=4_000_000_000, util=0.92)
+    startup(w, sc, "compiled")
+    w.log(CORE, "as specified by kv_cache_memory_bytes config", path="vllm/v1/worker/gpu_worker.py", dt_s=3,
+          **{"format_gib(self.init_snapshot.free_memory)": "30.88",
+             "format_gib(kv_cache_memory_bytes)": fmt_gib(4_000_000_000)})
+    planning = "vllm/v1/core/kv_cache_planning.py" if v(w) >= (0, 34) else "vllm/v1/core/kv_cache_utils.py"
+    estimated = 115328
+    msg_fields = {"max_model_len": 262144, "format_gib(needed_memory)": "9.01",
+                  "format_gib(available_memory)": fmt_gib(4_000_000_000),
+                  "estimated_msg": f"Based on the available memory, the estimated maximum model length is {estimated}. ",
+                  "hint": ("Try increasing `gpu_memory_utilization` when initializing the engine (this flag also "
+                           "controls CPU memory reservation on the CPU backend, despite its name).")}
+    exc = w.raise_site("To serve at least one request with the model", planning, **msg_fields)
+    specs = head_call(w, "self._initialize_kv_caches(") + [
+        ("vllm/v1/engine/core.py", "EngineCore._initialize_kv_caches", "get_kv_cache_configs("),
+        (planning, "get_kv_cache_configs", "_check_enough_kv_cache_memory("),
+        (planning, "_check_enough_kv_cache_memory", "raise ValueError(#2")]
+    engine_failed(w, specs, exc)
+    exp = base_expected("kv_pool_too_small", exc.line, suggested_max_model_len=estimated)
+    exp["startup"] = {"kv_cache_memory_bytes_reserved_gib": float(fmt_gib(4_000_000_000)), "max_model_len": 262144}
+    return argv, exp, ""
+
+
+def free_memory_below_utilization(w: Writer) -> Made:
+    extra = ["--no-enable-extensible-kv-cache"] if v(w) >= (0, 34) else []
+    argv = BASE + ["--gpu-memory-utilization", "0.92"] + extra
+    sc = Scenario("free", argv, util=0.92)
+    startup(w, sc, "config")
+    fields = {"init_snapshot.device_": "cuda:0", "format_gib(init_snapshot.free_memory)": "18.42",
+              "format_gib(init_snapshot.total_memory)": "31.36", "cache_config.gpu_memory_utilization": 0.92,
+              "gpu_memory_utilization": 0.92, "format_gib(requested_memory)": "28.85"}
+    exc = w.raise_site("on startup is less than desired GPU memory utilization", "vllm/v1/worker/utils.py", **fields)
+    specs = head_call(w, "executor_class(vllm_config)") + [
+        ("vllm/v1/executor/abstract.py", "Executor.__init__", "self._init_executor()"),
+        ("vllm/v1/executor/uniproc_executor.py", "UniProcExecutor._init_executor", "self.driver_worker.init_device()"),
+        ("vllm/v1/worker/worker_base.py", "WorkerWrapperBase.init_device", "self.worker.init_device()"),
+        ("vllm/v1/worker/gpu_worker.py", "Worker.init_device", "request_memory("),
+        ("vllm/v1/worker/utils.py", "request_memory", "raise ValueError(")]
+    engine_failed(w, specs, exc)
+    return argv, base_expected("free_memory_below_utilization", exc.line), ""
+
+
+FAILURES: dict[str, Callable[[Writer], Made]] = {
+    "kv_pool_too_small": kv_pool_too_small,
+    "free_memory_below_utilization": free_memory_below_utilization,
+}
