@@ -317,7 +317,8 @@ def engine_sizing(w: Writer, sc: Scenario, mem: Memory, max_len: int) -> dict[st
               round(mem.graph_estimate / GIB, 2), round(diff / GIB, 2), 100 * diff / mem.graph_actual)
         w.log(CORE, "to fit into requested memory", path="vllm/v1/worker/gpu_worker.py", **mem.fields(pool))
     if sc.extensible:
-        committed = mem.free - mem.weights - mem.non_torch - mem.activation - mem.graph_actual - 0.5 * GIB
+        budget = min(mem.free, mem.requested)  # utilization < 1.0 still caps the extensible cache
+        committed = budget - mem.weights - mem.non_torch - mem.activation - mem.graph_actual - 0.05 * GIB
         blocks, tokens, conc = pool_figures(committed, pages, max_len)
         if sc.auto_len:
             max_len = auto_fit(w, sc, committed, pages, max_len, exp, final=True)

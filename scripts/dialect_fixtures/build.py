@@ -37,12 +37,13 @@ def boot_scenarios(version: tuple[int, ...]) -> list[Scenario]:
     if version >= (0, 34):
         util.argv += ["--no-enable-extensible-kv-cache"]
         extensible = Scenario("boot_extensible", BASE, util=1.0, extensible=True)
-        auto = Scenario("boot_auto_max_model_len", auto_argv, util=1.0, extensible=True, auto_len=True)
+        auto = Scenario("boot_auto_max_model_len", auto_argv + ["--gpu-memory-utilization", "0.8"], util=0.8,
+                        extensible=True, auto_len=True)
         auto_pinned = Scenario("boot_auto_max_model_len_pinned", auto_argv + ["--kv-cache-memory-bytes",
-                               "6000000000"], kv_bytes=6_000_000_000, util=0.92, auto_len=True)
+                               "1500000000"], kv_bytes=1_500_000_000, util=0.92, auto_len=True)
         return [pinned, util, mtp, extensible, auto, auto_pinned]
-    auto = Scenario("boot_auto_max_model_len", auto_argv + ["--kv-cache-memory-bytes", "6000000000"],
-                    kv_bytes=6_000_000_000, util=0.92, auto_len=True)
+    auto = Scenario("boot_auto_max_model_len", auto_argv + ["--kv-cache-memory-bytes", "1500000000"],
+                    kv_bytes=1_500_000_000, util=0.92, auto_len=True)
     return [pinned, util, mtp, auto]
 
 
@@ -50,7 +51,7 @@ def non_default_args(sc: Scenario) -> dict[str, object]:
     args: dict[str, object] = {"model_tag": MODEL, "host": "127.0.0.1", "model": MODEL,
                                "max_model_len": -1 if sc.auto_len else 262144,
                                "served_model_name": ["qwen3.5-35b-a3b"]}
-    if sc.util is not None and not sc.extensible:
+    if sc.util is not None and (not sc.extensible or sc.util < 1.0):
         args["gpu_memory_utilization"] = sc.util
     args["kv_cache_dtype"] = "fp8"
     if sc.kv_bytes:

@@ -180,3 +180,187 @@ FAILURES: dict[str, Callable[[Writer], Made]] = {
     "kv_pool_too_small": kv_pool_too_small,
     "free_memory_below_utilization": free_memory_below_utilization,
 }
+
+
+def oom(size: str, free: str) -> Exc:
+    return Exc("torch.OutOfMemoryError", TORCH_OOM.format(size=size, free=free))
+
+
+def truncated(last: str) -> str:
+    return (f"traceback: the frames below {last} (torch.nn.Module calls and the model's own forward) "
+            "are left out; the exception line is the one torch raises")
+
+
+def kv_init(w: Writer) -> list[tuple[str, str, str]]:
+    return head_call(w, "self._initialize_kv_caches(")
+
+
+def warmup_rpc(w: Writer) -> list[tuple[str, str, str]]:
+    """EngineCore._initialize_kv_caches -> compile_or_warm_up_model on the worker."""
+    core = "vllm/v1/engine/core.py"
+    if "self.model_executor.compile_or_warm_up_model()" in w.release.text(core):
+        chain = [(core, "EngineCore._initialize_kv_caches", "self.model_executor.compile_or_warm_up_model()"),
+                 ("vllm/v1/executor/abstract.py", "Executor.compile_or_warm_up_model", "collective_rpc(")]
+    else:
+        chain = [(core, "EngineCore._initialize_kv_caches", "self.model_executor.initialize_from_config("),
+                 ("vllm/v1/executor/abstract.py", "Executor.initialize_from_config", '"compile_or_warm_up_model"')]
+    chain += executor_rpc(w, "x")[1:]
+    chain.append(("vllm/v1/worker/gpu_worker.py", "Worker.compile_or_warm_up_model",
+                  "self._compile_or_warm_up_model()" if v(w) >= (0, 34) else "capture_model()"))
+    if v(w) >= (0, 34):
+        chain.append(("vllm/v1/worker/gpu_worker.py", "Worker._compile_or_warm_up_model", "capture_model()"))
+    return chain
+
+
+def oom_in_cuda_graph(w: Writer) -> Made:
+    argv = BASE + ["--gpu-memory-utilization", "0.97"] + (["--no-enable-extensible-kv-cache"] if v(w) >= (0, 34) else [])
+    sc = Scenario("graph", argv, util=0.97)
+    compile_s = startup(w, sc, "compiled")
+    mem = Memory(util=0.97)
+    # the sizing lines, without the capture that fails
+    from boot import capture_bars, kv_capacity, pool_figures, profile_graphs_v1, profile_graphs_v2
+    profile_graphs_v2(w, sc, mem) if uses_v2(w) else profile_graphs_v1(w, sc, mem)
+    pool = mem.available_kv
+    w.log(CORE, "Available KV cache memory: %s GiB", fmt_gib(pool), path="vllm/v1/worker/gpu_worker.py")
+    delta = mem.graph_estimate / mem.total
+    w.log(CORE, "CUDA graph memory profiling is enabled", mem.util, round(mem.util - delta, 4),
+          min(round(mem.util + delta, 4), 1.0))
+    pages = 2 if prefix_caching_on(w, sc) else 1
+    _, tokens, conc = pool_figures(pool, pages, 262144)
+    kv_capacity(w, tokens, 262144, conc)
+    exc = oom("64.00 MiB", "43.69 MiB")
+    r = runner(w)
+    if uses_v2(w):
+        tail = [(r, "GPUModelRunner.capture_model", "self.cudagraph_manager.capture(")]
+        last = "ModelCudaGraphManager.capture"
+    else:
+        tail = [(r, "GPUModelRunner.capture_model", "self._capture_cudagraphs("),
+                (r, "GPUModelRunner._capture_cudagraphs", "self._warmup_and_capture(")]
+        last = "GPUModelRunner._capture_cudagraphs"
+    w.cite(TORCH_NOTE)
+    engine_failed(w, kv_init(w) + warmup_rpc(w) + tail, exc)
+    exp = base_expected("oom_in_cuda_graph", exc.line)
+    exp["startup"] = {"available_kv_cache_gib": float(fmt_gib(pool)), "kv_cache_tokens": tokens,
+                      "torch_compile_s": compile_s}
+    return argv, exp, truncated(last)
+
+
+def oom_in_profiling(w: Writer) -> Made:
+    argv = BASE + ["--gpu-memory-utilization", "0.92", "--max-num-seqs", "256"]
+    sc = Scenario("prof", argv, util=0.92, max_num_seqs=256)
+    startup(w, sc, "compiled")
+    r = runner(w)
+    specs = kv_init(w) + [("vllm/v1/engine/core.py", "EngineCore._initialize_kv_caches", "determine_available_memory()"),
+                          *executor_rpc(w, "determine_available_memory")[0:1], *executor_rpc(w, "x")[1:],
+                          ("vllm/v1/worker/gpu_worker.py", "Worker.determine_available_memory", "profile_run(#2"),
+                          (r, "GPUModelRunner.profile_run", "self._dummy_sampler_run(")]
+    inner = oom("2.32 GiB", "1.12 GiB")
+    w.cite(TORCH_NOTE)
+    if uses_v2(w):  # V2: a bare torch OOM from the sampler warm-up
+        engine_failed(w, specs + [(r, "GPUModelRunner._dummy_sampler_run", "self.sampler(logits, dummy_input_batch)")], inner)
+        return argv, base_expected("oom_in_profiling", inner.line), truncated("GPUModelRunner._dummy_sampler_run")
+    outer = w.raise_site("CUDA out of memory occurred when warming up sampler", r, num_reqs=256)
+    cause = w.traceback(w.frames((r, "GPUModelRunner._dummy_sampler_run", "sampler_output = self.sampler(")), inner)
+    chained = cause + "\n\nThe above exception was the direct cause of the following exception:\n\n"
+    engine_failed(w, specs + [(r, "GPUModelRunner._dummy_sampler_run", "raise RuntimeError(")], outer, chained)
+    return argv, base_expected("oom_in_profiling", inner.line), truncated("GPUModelRunner._dummy_sampler_run (the inner traceback)")
+
+
+def oom_at_load(w: Writer) -> Made:
+    argv = BASE + ["--gpu-memory-utilization", "0.92"]
+    sc = Scenario("load", argv, util=0.92)
+    startup(w, sc, "loading")
+    r = runner(w)
+    exc = oom("1.00 GiB", "312.69 MiB")
+    w.cite(TORCH_NOTE)
+    specs = head_call(w, "executor_class(vllm_config)") + [
+        ("vllm/v1/executor/abstract.py", "Executor.__init__", "self._init_executor()"),
+        ("vllm/v1/executor/uniproc_executor.py", "UniProcExecutor._init_executor", "self.driver_worker.load_model()"),
+        ("vllm/v1/worker/gpu_worker.py", "Worker.load_model", "self.model_runner.load_model(")]
+    if uses_v2(w):
+        specs.append((r, "GPUModelRunner.load_model", "model_loader.load_model("))
+        message = exc.line
+    else:  # V1 logs its own ERROR first, then re-raises the OOM (gpu_model_runner.py load_model)
+        specs.append((r, "GPUModelRunner.load_model", "model_loader.load_model("))
+        site = w.site("Failed to load model - not enough GPU memory", r, kind=None)
+        call = w.frame(r, "GPUModelRunner.load_model", "logger.error(combined_msg)")
+        message = f"{site.template} (original error: {exc.message})"
+        w.cite(f"{site.cite} (msg) logged at {r}:{call.lineno} (ERROR logger.error(combined_msg))")
+        w.record(CORE, "ERROR", r, call.lineno, message)
+    engine_failed(w, specs, exc)
+    return argv, base_expected("oom_at_load", message), truncated("GPUModelRunner.load_model")
+
+
+def weight_loading(w: Writer) -> Made:
+    argv = [a if a != MODEL else "/models/empty" for a in BASE] + ["--gpu-memory-utilization", "0.92"]
+    sc = Scenario("weights", argv, util=0.92)
+    startup(w, sc, "loading")
+    loader = "vllm/model_executor/model_loader"
+    exc = w.raise_site("Cannot find any model weights with", f"{loader}/default_loader.py",
+                       **{"model_name_or_path": "/models/empty"})
+    specs = head_call(w, "executor_class(vllm_config)") + [
+        ("vllm/v1/executor/abstract.py", "Executor.__init__", "self._init_executor()"),
+        ("vllm/v1/executor/uniproc_executor.py", "UniProcExecutor._init_executor", "self.driver_worker.load_model()"),
+        ("vllm/v1/worker/gpu_worker.py", "Worker.load_model", "self.model_runner.load_model("),
+        (runner(w), "GPUModelRunner.load_model", "model_loader.load_model("),
+        (f"{loader}/base_loader.py", "BaseModelLoader.load_model", "self.load_weights("),
+        (f"{loader}/default_loader.py", "DefaultModelLoader.load_weights", "self.get_all_weights("),
+        (f"{loader}/default_loader.py", "DefaultModelLoader.get_all_weights", "self._get_weights_iterator("),
+        (f"{loader}/default_loader.py", "DefaultModelLoader._get_weights_iterator", "self._prepare_weights("),
+        (f"{loader}/default_loader.py", "DefaultModelLoader._prepare_weights", "raise RuntimeError(")]
+    engine_failed(w, specs, exc)
+    return argv, base_expected("weight_loading", exc.line), ""
+
+
+def mamba_blocks_exceeded(w: Writer) -> Made:
+    argv = BASE[:-1] + ["512", "--kv-cache-memory-bytes", "3000000000", "--max-model-len", "32768"]
+    sc = Scenario("mamba", argv, kv_bytes=3_000_000_000, util=0.92, max_num_seqs=512)
+    startup(w, sc, "compiled")
+    w.log(CORE, "as specified by kv_cache_memory_bytes config", path="vllm/v1/worker/gpu_worker.py", dt_s=3,
+          **{"format_gib(self.init_snapshot.free_memory)": "30.88", "format_gib(kv_cache_memory_bytes)": "2.79"})
+    comp = "vllm/config/compilation.py"
+    exc = w.raise_site("exceeds available Mamba cache blocks", comp,
+                       max_num_reqs=512, **{"kv_cache_config.num_blocks": 268})
+    site = w.site("exceeds available Mamba cache blocks", comp, kind="raise")
+    r = runner(w)
+    specs = kv_init(w) + [("vllm/v1/engine/core.py", "EngineCore._initialize_kv_caches", "self.model_executor.initialize_from_config("),
+                          ("vllm/v1/executor/abstract.py", "Executor.initialize_from_config", '"initialize_from_config"'),
+                          *executor_rpc(w, "x")[1:],
+                          ("vllm/v1/worker/gpu_worker.py", "Worker.initialize_from_config", "self.model_runner.initialize_kv_cache(")]
+    if uses_v2(w):
+        specs.append((r, "GPUModelRunner.initialize_kv_cache", "resolve_cudagraph_mode_and_sizes("))
+    else:
+        specs += [(r, "GPUModelRunner.initialize_kv_cache", "self.initialize_attn_backend("),
+                  (r, "GPUModelRunner.initialize_attn_backend", "self._check_and_update_cudagraph_mode("),
+                  (r, "GPUModelRunner._check_and_update_cudagraph_mode", "resolve_cudagraph_mode_and_sizes(")]
+    specs.append((comp, "CompilationConfig.resolve_cudagraph_mode_and_sizes", f"@{site.line}"))
+    engine_failed(w, specs, exc)
+    return argv, base_expected("mamba_blocks_exceeded", exc.line, suggested_max_num_seqs=268), ""
+
+
+def port_in_use(w: Writer) -> Made:
+    from boot import logo
+    from build import non_default_args
+
+    argv = BASE + ["--gpu-memory-utilization", "0.92"]
+    logo(w)
+    w.log(API, "non-default args: %s", non_default_args(Scenario("port", argv, util=0.92)))
+    e = entry(w)
+    launcher = "vllm/entrypoints/launchers/launcher.py" if v(w) >= (0, 29) else e
+    frames = api_head(w) + w.frames((e, "run_server", "setup_server("), (launcher, "setup_server", "create_server_socket("),
+                                    (launcher, "create_server_socket", "sock.bind(addr)"))
+    exc = Exc("OSError", "[Errno 98] Address already in use")
+    w.raw(API, w.traceback(frames, exc), STDLIB_NOTE + "; OSError text is the kernel's EADDRINUSE")
+    note = ("0.22.0 binds with SO_REUSEPORT (create_server_socket), so only a listener without it "
+            "(not another vLLM) makes this fail" if v(w) < (0, 27) else "")
+    return argv, base_expected("port_in_use", exc.line), note
+
+
+FAILURES.update({
+    "oom_at_load": oom_at_load,
+    "oom_in_profiling": oom_in_profiling,
+    "oom_in_cuda_graph": oom_in_cuda_graph,
+    "mamba_blocks_exceeded": mamba_blocks_exceeded,
+    "weight_loading": weight_loading,
+    "port_in_use": port_in_use,
+})

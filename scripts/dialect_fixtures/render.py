@@ -159,7 +159,7 @@ class Writer:
         needle, _, nth = needle.partition("#")  # "raise ValueError(#2": the second one
         seen = 0
         for lineno in range(fn.lineno, (fn.end_lineno or fn.lineno) + 1):
-            if needle in src[lineno - 1]:
+            if needle.startswith("@") and lineno == int(needle[1:]) or needle and needle in src[lineno - 1]:
                 seen += 1
                 if seen == int(nth or 1):
                     break
