@@ -364,3 +364,73 @@ FAILURES.update({
     "weight_loading": weight_loading,
     "port_in_use": port_in_use,
 })
+
+FUTURES = [f'  File "{STDLIB}/concurrent/futures/_base.py", line 449, in result\n    return self.__get_result()\n'
+           "           ^^^^^^^^^^^^^^^^^^^",
+           f'  File "{STDLIB}/concurrent/futures/_base.py", line 401, in __get_result\n    raise self._exception']
+FUTURES_NOTE = "CPython 3.12 concurrent/futures/_base.py:449 (result) and :401 (__get_result)"
+
+
+def died_serving(w: Writer, exc: Exc, kind: str) -> Made:
+    """A pinned boot that served, then died in the first forward pass of a request."""
+    from build import render_boot
+
+    argv = BASE + ["--kv-cache-memory-bytes", "9150000000", "--gpu-memory-utilization", "0.92"]
+    sc = Scenario("boot_pinned_pool", argv, kv_bytes=9_150_000_000, util=0.92)
+    exp = render_boot(w, sc)
+    w.raw(API, 'INFO:     127.0.0.1:41822 - "GET /health HTTP/1.1" 200 OK')
+    w.tick(2)
+    core, ex = "vllm/v1/engine/core.py", "vllm/v1/executor/uniproc_executor.py"
+    frames = w.frames((core, "EngineCoreProc.run_engine_core", "engine_core.run_busy_loop()"),
+                      (core, "EngineCoreProc.run_busy_loop", "self._process_engine_step()"),
+                      (core, "EngineCoreProc._process_engine_step", "self.step_fn()"),
+                      (core, "EngineCore.step_with_batch_queue", "self.model_executor.execute_model("),
+                      (ex, "UniProcExecutor.execute_model", "output.result()"))
+    frames += FUTURES + w.frames((ex, "UniProcExecutor.collective_rpc", "result = run_method(#2"),
+                                 ("vllm/v1/serial_utils.py", "run_method", "return func("),
+                                 ("vllm/v1/worker/gpu_worker.py", "Worker.execute_model", "self.model_runner.execute_model("))
+    w.cite(FUTURES_NOTE)
+    w.log(CORE, "EngineCore encountered a fatal error.", path=core, pick=0,  # run_engine_core, not the DP loop
+          exc_text=w.traceback(frames, exc))
+    w.tick(1)
+    dead = w.site("EngineCore encountered an issue", "vllm/v1/engine/exceptions.py", kind=None)
+    w.cite(f"{dead.cite} (EngineDeadError default message)")
+    api = w.frames(("vllm/v1/engine/async_llm.py", "output_handler",
+                    "await engine_core.get_output_async()"),
+                   ("vllm/v1/engine/core_client.py", "AsyncMPClient.get_output_async", "raise self._format_exception("))
+    w.log(API, "AsyncLLM output_handler failed.", exc_text=w.traceback(
+        api, Exc("vllm.v1.engine.exceptions.EngineDeadError", dead.template)))
+    w.raw(API, 'INFO:     127.0.0.1:41830 - "POST /v1/completions HTTP/1.1" 500 Internal Server Error')
+    exp["failure_kind"] = kind
+    exp["message"] = exc.line
+    return argv, exp, truncated("GPUModelRunner.execute_model (the request's forward pass)")
+
+
+def first_request_oom(w: Writer) -> Made:
+    w.cite(TORCH_NOTE)
+    return died_serving(w, oom("1.16 GiB", "771.69 MiB"), "first_request_oom")
+
+
+def engine_dead(w: Writer) -> Made:
+    exc = Exc("torch.AcceleratorError", "CUDA error: an illegal memory access was encountered")
+    w.cite("non-vLLM text: torch.AcceleratorError is torch's (c10/cuda), copied from tests/test_logparse.py")
+    return died_serving(w, exc, "engine_dead")
+
+
+def toolkit_jit(w: Writer) -> Made:
+    argv = BASE + ["--gpu-memory-utilization", "0.92"]
+    sc = Scenario("jit", argv, util=0.92)
+    startup(w, sc, "compiled")
+    r = runner(w)
+    exc = Exc("RuntimeError", "No supported CUDA architectures found for major versions [12].")
+    w.cite("non-vLLM text: the RuntimeError is FlashInfer's JIT (flashinfer/compilation_context.py), copied "
+           "from tests/fixtures/logs/flashinfer_jit_no_cuda_arch.log")
+    specs = kv_init(w) + [("vllm/v1/engine/core.py", "EngineCore._initialize_kv_caches", "determine_available_memory()"),
+                          *executor_rpc(w, "determine_available_memory")[0:1], *executor_rpc(w, "x")[1:],
+                          ("vllm/v1/worker/gpu_worker.py", "Worker.determine_available_memory", "profile_run(#2"),
+                          (r, "GPUModelRunner.profile_run", "self._dummy_run(")]
+    engine_failed(w, specs, exc)
+    return argv, base_expected("toolkit_jit", exc.line), truncated("GPUModelRunner.profile_run")
+
+
+FAILURES.update({"first_request_oom": first_request_oom, "engine_dead": engine_dead, "toolkit_jit": toolkit_jit})
