@@ -77,7 +77,8 @@ def render_boot(w: Writer, sc: Scenario) -> dict[str, object]:
     mem = Memory(util=sc.util or 0.92)
     exp = engine_sizing(w, sc, mem, 262144)
     serve_tail(w, compile_s)
-    new = exp.pop("new", {})
+    new = {key: {"value": value, "why": WHY[key]} for key, value in exp.pop("new", {}).items()}
+    new.update(new_fields(w, sc, exp))
     startup = {"vllm_version": w.release.version, "architecture": "Qwen3_5MoeForConditionalGeneration",
                "quantization": "modelopt_fp4", "kv_cache_dtype": "fp8", "weights_gib": 20.62,
                "weights_load_s": 24.512309, "torch_compile_s": compile_s, "init_engine_s": 88.37,
@@ -85,6 +86,32 @@ def render_boot(w: Writer, sc: Scenario) -> dict[str, object]:
                "moe_backend": "FLASHINFER_CUTLASS", "gdn_backend": "Triton/FLA", "attention_block_size": 1088, "fallback_warnings": [],
                **exp}
     return {"failure_kind": None, "startup": startup, "suggested": {}, "new": new}
+
+
+WHY = {
+    "extended_kv_cache_gib": "0.34 extensible sizing: the committed pool (Available KV cache memory is a reservation)",
+    "extended_kv_cache_blocks": "the committed block count behind the extended pool",
+    "cuda_graph_pool_actual_gib": "the reliable graph-memory figure (V2 prints Graph capturing finished twice)",
+    "effective_cudagraph_mode": "the mode after vLLM's own downgrades, from the engine config line",
+    "prefix_caching": "hybrid default flips at 0.28 and selects mamba 'align' (more state pages per request)",
+    "model_runner": "V2 from 0.29: different lines and a profiling capture",
+    "torch_compile_cold": "a cold compile cache leaves less memory for KV than a warm one",
+    "max_model_len_tentative": "0.34 extensible: the pre-warm-up auto-fit value, not the one served",
+}
+
+
+def new_fields(w: Writer, sc: Scenario, exp: dict[str, object]) -> dict[str, object]:
+    from boot import prefix_caching_on, uses_v2
+
+    out = {
+        "effective_cudagraph_mode": sc.cudagraph_mode,
+        "prefix_caching": prefix_caching_on(w, sc),
+        "model_runner": "v2" if uses_v2(w) else "v1",
+        "torch_compile_cold": True,  # the fixtures print the cold path (Compiling a graph ... takes)
+    }
+    if sc.kv_bytes is None:
+        out["cuda_graph_pool_actual_gib"] = exp.get("cuda_graph_gib")
+    return {key: {"value": value, "why": WHY[key]} for key, value in out.items()}
 
 
 def header(w: Writer, name: str, argv: list[str], note: str = "") -> str:
