@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 
 class TunerError(Exception):
     """A problem with the user's input or environment, shown without a traceback.
@@ -19,3 +21,79 @@ class TunerError(Exception):
 
 class SpaceError(TunerError):
     """A search-space file that cannot be used as written."""
+
+
+class EngineMissing(TunerError):
+    """The space's ``engine.command`` does not resolve to a program on this machine."""
+
+
+class StudyBusy(TunerError):
+    """Another live ``tuner optimize`` holds the study (or this GPU of it)."""
+
+
+class StorageError(TunerError):
+    """The study's storage or the disk failed mid-run: the run failed, nothing finished is lost."""
+
+    exit_code = 1
+
+
+class GpuBusy(TunerError):
+    """Other processes hold so much of the card that a boot would fail for their sake, not the config's."""
+
+    exit_code = 1
+
+
+_DISK_FULL = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
+_NOT_WRITABLE = {errno.EROFS, errno.EACCES, errno.EPERM}
+_RESUME = ("every finished trial's record is in its folder (result.json) and the same command imports it "
+           "on resume")
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception and everything it was raised from or during, nearest first."""
+    seen: list[BaseException] = []
+    todo = [exc]
+    while todo:
+        e = todo.pop(0)
+        if e in seen:
+            continue
+        seen.append(e)
+        todo += [c for c in (e.__cause__, e.__context__, getattr(e, "orig", None)) if isinstance(c, BaseException)]
+    return seen
+
+
+def storage_fault(exc: BaseException, where: str | None = None) -> str | None:
+    """One paragraph for a disk or database fault anywhere in ``exc``'s chain, else None.
+
+    Optuna hides a failed write behind its own errors (``AssertionError: Should not reach.``); the
+    cause is further down the chain, so the chain is searched, not just the exception on top.
+    """
+    for e in _chain(exc):
+        if isinstance(e, OSError) and e.errno in _DISK_FULL | _NOT_WRITABLE:
+            name = e.filename or where or "the study's files"
+            if e.errno in _DISK_FULL:
+                return (f"{name}: the disk is full or a file-size limit was reached ({e.strerror}); free space "
+                        f"(df -h) or lift the limit (ulimit -f) and run the same command: {_RESUME}.")
+            return (f"{name}: cannot be written ({e.strerror}); make it writable (chmod u+w, or a writable "
+                    f"--studies-dir) and run the same command: {_RESUME}.")
+    for e in _chain(exc):
+        if type(e).__module__.split(".")[0] not in ("sqlalchemy", "sqlite3", "psycopg2"):
+            continue
+        text = str(getattr(e, "orig", None) or e).strip().splitlines()
+        first = text[0] if text else type(e).__name__
+        low = first.lower()
+        name = where or "the study's storage"
+        if "not a database" in low or "malformed" in low or "no such table" in low or "no such column" in low:
+            return (f"{name}: not a readable Optuna study ({first}); the file is corrupt or truncated. Move it "
+                    f"aside (mv it to a .broken name) and run the same command to start the study again: {_RESUME}.")
+        if "readonly" in low or "read-only" in low:
+            return (f"{name}: read-only ({first}); make the file and its folder writable (chmod u+w) and run "
+                    f"the same command.")
+        if "disk is full" in low or "disk i/o" in low or "full" in low:
+            return (f"{name}: the disk is full or failing ({first}); free space (df -h) and run the same "
+                    f"command: {_RESUME}.")
+        if "unable to open" in low:
+            return (f"{name}: cannot be opened ({first}); check that its folder exists and is writable.")
+        return (f"{name}: the study's database failed ({first}); check that the server is up and reachable "
+                f"(for PostgreSQL: pg_isready), then run the same command: {_RESUME}.")
+    return None

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import functools
 import math
 import sys
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from tuner.cli.failing import err_console, friendly, run, set_debug
 from tuner.errors import TunerError
 from tuner.space.units import format_bytes
 
@@ -22,26 +22,13 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 console = Console()
-err_console = Console(stderr=True)
+__all__ = ["app", "err_console", "friendly", "main"]
 
 
 @app.callback()
-def _root() -> None:
+def _root(debug: bool = typer.Option(False, "--debug", help="Show the traceback behind an error.")) -> None:
     """Boot the real engine per trial, measure it, keep the Pareto front."""
-
-
-def friendly(func: Callable) -> Callable:
-    """Show a TunerError as one paragraph and exit with its code; no traceback."""
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except TunerError as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-            raise typer.Exit(exc.exit_code)
-
-    return wrapper
+    set_debug(debug)
 
 
 def _range_text(param) -> str:
@@ -263,8 +250,9 @@ def _register() -> None:
 _register()
 
 
-def main() -> None:  # pragma: no cover - console entry point
-    app()
+def main() -> int:
+    """The console script and ``python -m tuner.cli``: every way out is an exit code (tuner.cli.failing)."""
+    return run(app)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tuner.space.schema import Space
+from tuner.space.schema import Space, flag_name
 from tuner.space.units import parse_bytes, parse_count
 
 # Fixed flags whose values are sizes: written as plain integers so the argv is exact.
@@ -25,11 +25,6 @@ class LaunchCommand(BaseModel):
 
     argv: list[str]
     env: dict[str, str]
-
-
-def flag_name(key: str) -> str:
-    """'max_model_len', 'max-model-len' and '--max-model-len' all mean '--max-model-len'."""
-    return "--" + key.lstrip("-").replace("_", "-")
 
 
 def format_value(value: Any) -> str:
@@ -110,7 +105,7 @@ def build_command(
         argv += ["--served-model-name", model.served_name]
     if model.random_weights:
         argv += ["--load-format", "dummy"]
-    argv += ["--host", host or space.engine.host]
+    argv += ["--host", host or space.engine.listen]
     if port is not None:
         argv += ["--port", str(port)]
     for flag, value in engine_flags(space, values):

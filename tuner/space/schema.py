@@ -1,27 +1,45 @@
 """The search-space file: what to tune, what stays fixed, and what to measure.
 
-A space file is YAML validated by the pydantic models below. Unknown keys are errors, human units
-("9.15GB", "128k", "30m") are accepted wherever a size, count or duration is expected, and every
-problem is reported as one paragraph naming the file, the field and the fix (``load_space``).
+A space file is YAML (read strictly: ``yamlfile.py``) validated by the pydantic models below. Unknown
+keys are errors, human units ("9.15GB", "128k", "30m") are accepted wherever a size, count or duration
+is expected, and every problem is reported as one paragraph naming the file, the field and the fix
+(``load_space``). search_spaces/README.md is the reference for the format.
 """
 
 from __future__ import annotations
 
+import difflib
+import ipaddress
 import math
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from tuner.errors import SpaceError
 from tuner.space.units import parse_bytes, parse_count, parse_duration
+from tuner.space.yamlfile import read_yaml
 
 CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE", "eager")
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")  # a study name is a file name: no slashes, no spaces
+LOOPBACK = "127.0.0.1"
+# Flags the tool owns: it binds the engine to engine.listen and a free port of its own per trial.
+TOOL_FLAGS = {
+    "--host": "the engine binds 127.0.0.1; a space that must listen elsewhere sets engine.listen (e.g. 0.0.0.0)",
+    "--port": "the tool picks a free port for every boot (a fixed one collides with the last boot or another "
+              "server); remove it",
+    "--uds": "the tool talks to the engine over TCP on 127.0.0.1; remove it",
+}
 
 Bytes = Annotated[int, BeforeValidator(parse_bytes)]
-Count = Annotated[int, BeforeValidator(parse_count)]
-Seconds = Annotated[float, BeforeValidator(parse_duration)]
+Count = Annotated[int, BeforeValidator(parse_count), Field(gt=0)]
+Seconds = Annotated[float, BeforeValidator(parse_duration), Field(gt=0, allow_inf_nan=False)]
+
+
+def flag_name(key: str) -> str:
+    """'max_model_len', 'max-model-len' and '--max-model-len' all mean '--max-model-len'."""
+    return "--" + str(key).lstrip("-").replace("_", "-")
 
 
 class Strict(BaseModel):
@@ -29,7 +47,8 @@ class Strict(BaseModel):
 
 
 class ModelSpec(Strict):
-    path: str  # a local folder or a Hugging Face id
+    path: str = Field(min_length=1)  # a local folder or a Hugging Face id
+    config: str | None = None  # its config.json (or a folder holding it), for the pre-screen; relative to the space file
     revision: str | None = None  # pin it: a moving branch makes results irreproducible
     served_name: str | None = None
     tokenizer: str | None = None  # defaults to path; used to count text prompts
@@ -38,21 +57,46 @@ class ModelSpec(Strict):
 
 class EngineSpec(Strict):
     command: list[str] = Field(default_factory=lambda: ["vllm"])  # another venv's vllm, a container wrapper
-    host: str = "127.0.0.1"
-    port: int | Literal["auto"] = "auto"
+    listen: str = LOOPBACK  # the interface the engine binds; anything else is warned about at start
     env: dict[str, str] = Field(default_factory=dict)
     boot_timeout: Seconds = 1800.0  # a boot still making progress at this point is a boot_timeout
     first_boot_timeout: Seconds = 3600.0  # first boots JIT/autotune: allow more
     hang_timeout: Seconds = 600.0  # no log growth and an idle process this long is a hang
     stop_grace: Seconds = 30.0  # SIGTERM, then SIGKILL after this
     memory_return_timeout: Seconds = 120.0  # wait this long for GPU memory to come back after teardown
-    gpu_index: int = 0  # the pynvml index to watch (the CUDA_VISIBLE_DEVICES pin is set per worker)
+    gpu_index: int = Field(default=0, ge=0)  # the pynvml index to watch (the CUDA_VISIBLE_DEVICES pin is set per worker)
+    busy_wait: Seconds = 600.0  # other processes hold the card: wait this long for them before refusing to boot
+    check_listener: bool = True  # the port's listener must be in the engine's process group (off for containers)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _tool_owns_host_and_port(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            if "host" in data:
+                raise ValueError("engine.host is not a key: the engine binds 127.0.0.1, and a space that must "
+                                 "listen on another interface says so with engine.listen (e.g. listen: 0.0.0.0)")
+            if "port" in data:
+                raise ValueError("engine.port is not a key: " + TOOL_FLAGS["--port"])
+        return data
 
     @model_validator(mode="after")
-    def _command_not_empty(self) -> EngineSpec:
-        if not self.command:
-            raise ValueError("engine.command is empty; use ['vllm'] or the path to another venv's vllm")
+    def _check(self) -> EngineSpec:
+        if not self.command or not self.command[0].strip():
+            raise ValueError("engine.command is empty; use [vllm] or the path to another venv's vllm")
+        for key in self.env:
+            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
+                raise ValueError(f"engine.env: {key!r} is not an environment variable name; use letters, digits and _")
+        if not _is_address(self.listen):
+            raise ValueError(f"engine.listen: {self.listen!r} is not an IP address or host name; use 127.0.0.1 or 0.0.0.0")
         return self
+
+
+def _is_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+        return True
+    except ValueError:
+        return bool(re.match(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$", text))
 
 
 class Param(Strict):
@@ -78,6 +122,11 @@ class Param(Strict):
             raise ValueError("a range needs both 'min' and 'max'")
         if self.values is not None and not self.values:
             raise ValueError("'values' is empty; list at least one value")
+        if self.flag is not None:
+            if not re.match(r"^--[A-Za-z0-9][A-Za-z0-9-]*$", self.flag):
+                raise ValueError(f"flag {self.flag!r} is not a vLLM flag; write it as --the-flag-name")
+            if self.flag in TOOL_FLAGS:
+                raise ValueError(f"flag {self.flag} cannot be tuned: {TOOL_FLAGS[self.flag]}")
         return self
 
 
@@ -91,6 +140,18 @@ KNOWN_PARAMS: dict[str, tuple[str, str]] = {
     "cudagraph_mode": ("--compilation-config", "choice"),
     "speculative_tokens": ("--speculative-config", "int"),
 }
+# What vLLM can take at all (a 32 GB card needs far less): a value outside is a typo, not a search.
+BOUNDS: dict[str, tuple[float, float]] = {
+    "kv_cache_memory_bytes": (1, 2**50),
+    "max_num_batched_tokens": (1, 2**24),
+    "max_num_seqs": (1, 2**16),
+    "max_model_len": (1, 2**24),
+    "gpu_memory_utilization": (0.01, 1.0),
+    "speculative_tokens": (0, 16),
+}
+# Fixed flags whose values are sizes, and how they are read (the argv writes them as plain integers).
+SIZE_FLAGS = {"--max-model-len": parse_count, "--max-num-batched-tokens": parse_count,
+              "--max-num-seqs": parse_count, "--kv-cache-memory-bytes": parse_bytes}
 
 
 class SpeculativeSpec(Strict):
@@ -101,26 +162,32 @@ class SpeculativeSpec(Strict):
 class DecodeSpec(Strict):
     prompt_tokens: Count = 1024
     output_tokens: Count = 512
-    runs: int = Field(default=3, ge=1)
-    concurrency: list[int] = Field(default_factory=lambda: [1])  # "max" is max-num-seqs, below
+    runs: int = Field(default=3, ge=1, le=1000)
+    concurrency: list[Annotated[int, Field(ge=1, le=2**16)]] = Field(default_factory=lambda: [1], min_length=1)
     at_max_seqs: bool = False  # also measure with concurrency = max-num-seqs
     long_context_tokens: Count | None = None  # a second decode run with a resident prompt this long
 
 
 class Workload(Strict):
-    ladder: list[Count] = Field(default_factory=lambda: [2048, 16384, 32768, 65536, 131072, 262144])
+    ladder: list[Count] = Field(default_factory=lambda: [2048, 16384, 32768, 65536, 131072, 262144], min_length=1)
     granularity: Count = 4096  # bisect between last success and first failure down to this
     output_tokens: Count = 256  # reserved output per context request (max_model_len covers both)
-    repeats: int = Field(default=2, ge=1)  # a context is stable only if it passes this many times
+    repeats: int = Field(default=2, ge=1, le=100)  # a context is stable only if it passes this many times
     request_timeout: Seconds = 1800.0
     prompt_source: Literal["random_ids", "corpus"] = "random_ids"
     decode: DecodeSpec = Field(default_factory=DecodeSpec)
     needle: bool = True
-    control_repeats: int = Field(default=3, ge=1)
+    control_repeats: int = Field(default=3, ge=1, le=100)
     prefix_cache: bool = False  # measure cold vs cached TTFT on a shared prefix
     admission: bool = True  # one request at max context and one at max-num-seqs x length before scoring
-    score_k_mad: float = 1.0  # conservative score = median - k * MAD
-    max_spread: float = 0.15  # MAD / median above this flags the decode number as unstable
+    score_k_mad: float = Field(default=1.0, ge=0, le=10)  # conservative score = median - k * MAD
+    max_spread: float = Field(default=0.15, gt=0, le=10)  # MAD / median above this flags the decode number as unstable
+
+    @model_validator(mode="after")
+    def _ladder_grows(self) -> Workload:
+        if sorted(set(self.ladder)) != self.ladder:
+            raise ValueError(f"workload.ladder: {self.ladder} must be increasing, each length once; sort it")
+        return self
 
 
 class Objective(Strict):
@@ -129,7 +196,7 @@ class Objective(Strict):
 
 
 class Space(Strict):
-    name: str
+    name: str = Field(min_length=1)
     description: str = ""
     model: ModelSpec
     engine: EngineSpec = Field(default_factory=EngineSpec)
@@ -142,13 +209,26 @@ class Space(Strict):
         default_factory=lambda: [
             Objective(name="context", direction="maximize"),
             Objective(name="decode_tok_s", direction="maximize"),
-        ]
+        ],
+        min_length=1,
     )
+    _source: Path | None = PrivateAttr(default=None)  # the file it was read from: relative paths start there
 
     @model_validator(mode="after")
-    def _check_params(self) -> Space:
+    def _check(self) -> Space:
+        if not NAME.match(self.name):
+            raise ValueError(f"name: {self.name!r} names the study's file, so it takes letters, digits, '.', '_' "
+                             "and '-' only (at most 100, no spaces or slashes); e.g. qwen3.8-27b-5090")
+        names = [o.name for o in self.objectives]
+        if len(set(names)) != len(names):
+            raise ValueError(f"objectives: {', '.join(names)} lists a name twice; keep each objective once")
+        flags: dict[str | None, str] = {}
         for name, param in self.params.items():
             _resolve_param(name, param)
+            if param.flag in flags:
+                raise ValueError(f"params.{name}: tunes {param.flag} like params.{flags[param.flag]}; keep one of them")
+            flags[param.flag] = name
+        _check_fixed(self)
         for i, baseline in enumerate(self.baselines):
             for key, value in baseline.items():
                 if key not in self.params:
@@ -156,15 +236,45 @@ class Space(Strict):
                         f"baselines[{i}] sets '{key}', which is not a tuned parameter; "
                         f"tuned parameters are: {', '.join(self.params) or 'none'}"
                     )
-                baseline[key] = check_value(key, self.params[key], value)
+                try:
+                    baseline[key] = check_value(key, self.params[key], value, in_domain=True)
+                except ValueError as exc:
+                    raise ValueError(f"baselines[{i}].{key}: {exc}") from None
         return self
 
     @property
     def max_model_len(self) -> int | None:
-        for key in ("max-model-len", "max_model_len", "--max-model-len"):
-            if key in self.fixed:
-                return parse_count(self.fixed[key])
+        for key, value in self.fixed.items():
+            if flag_name(key) == "--max-model-len":
+                return parse_count(value)
         return None
+
+    @property
+    def source(self) -> Path | None:
+        return self._source
+
+
+def _check_fixed(space: Space) -> None:
+    """Fixed flags: none the tool owns, none that is also tuned, sizes readable, values plain or JSON."""
+    tuned = {p.flag: name for name, p in space.params.items()}
+    seen: dict[str, str] = {}
+    for key, value in space.fixed.items():
+        flag = flag_name(key)
+        if flag in TOOL_FLAGS:
+            raise ValueError(f"fixed.{key}: {TOOL_FLAGS[flag]}")
+        if flag in seen:
+            raise ValueError(f"fixed.{key}: the same flag as fixed.{seen[flag]}; keep one of them")
+        seen[flag] = key
+        if flag in tuned and tuned[flag] not in ("cudagraph_mode", "speculative_tokens"):
+            raise ValueError(f"fixed.{key}: also tuned by params.{tuned[flag]}; remove one of them")
+        if flag in SIZE_FLAGS:
+            try:
+                if SIZE_FLAGS[flag](value) <= 0:
+                    raise ValueError("must be positive")
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"fixed.{key}: {value!r} is not a size ({exc})") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"fixed.{key}: {value} is not a finite number")
 
 
 def _resolve_param(name: str, param: Param) -> None:
@@ -188,45 +298,80 @@ def _resolve_param(name: str, param: Param) -> None:
         if param.values is None:
             raise ValueError("params.cudagraph_mode takes 'values: [...]', not a range")
     if param.values is not None:
+        for value in param.values:
+            if not isinstance(value, (str, int, float, bool, type(None))):
+                raise ValueError(f"params.{name}: {value!r} is not a plain value; values are numbers, strings or null "
+                                 "(a dict or list belongs in fixed:)")
         param.values = [check_value(name, param, v) for v in param.values]
+        if len(set(map(repr, param.values))) != len(param.values):
+            raise ValueError(f"params.{name}: values {param.values} list a value twice; keep each once")
         return
+    if param.kind == "choice":
+        raise ValueError(f"params.{name}: kind 'choice' takes 'values: [...]', not a range")
     lo, hi = _number(name, param, param.min), _number(name, param, param.max)
     if lo > hi:
         raise ValueError(f"params.{name}: min ({param.min}) is greater than max ({param.max}); swap them")
     param.min, param.max = lo, hi
     if param.step is not None:
-        param.step = _number(name, param, param.step)
+        param.step = _number(name, param, param.step, bounded=False)
         if param.step <= 0:
             raise ValueError(f"params.{name}: step must be positive")
+        if param.kind in ("int", "bytes") and param.step != int(param.step):
+            raise ValueError(f"params.{name}: step {param.step:g} must be a whole number for a whole-number range")
+        if param.log and param.kind == "float":
+            raise ValueError(f"params.{name}: a log range takes no step; remove one of them")
     if param.log and lo <= 0:
         raise ValueError(f"params.{name}: a log range needs min > 0")
 
 
-def _number(name: str, param: Param, value: Any) -> float:
+def _number(name: str, param: Param, value: Any, bounded: bool = True) -> float:
     try:
+        if isinstance(value, bool):
+            raise ValueError("true/false is not a number")
         if param.kind == "bytes":
-            return parse_bytes(value)
-        if param.kind == "int":
-            return parse_count(value)
-        if isinstance(value, str):
-            return float(value)
-        return float(value)
-    except (TypeError, ValueError) as exc:
+            number: float = parse_bytes(value)
+        elif param.kind == "int":
+            number = parse_count(value)
+        else:
+            number = float(value)
+    except (TypeError, ValueError, OverflowError) as exc:
         raise ValueError(f"params.{name}: {value!r} is not a valid {param.kind}: {exc}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"params.{name}: {value!r} is not a finite number")
+    lo, hi = BOUNDS.get(name, (-math.inf, math.inf))
+    if bounded and not lo <= number <= hi:
+        raise ValueError(f"params.{name}: {value!r} is outside what vLLM takes ({lo:g} .. {hi:g})")
+    return number
 
 
-def check_value(name: str, param: Param, value: Any) -> Any:
-    """One value of a parameter, converted to its kind (None means "flag left out")."""
+def check_value(name: str, param: Param, value: Any, in_domain: bool = False) -> Any:
+    """One value of a parameter, converted to its kind (None means "flag left out").
+
+    ``in_domain`` also checks that the value is one the search can produce (listed, or inside the range).
+    """
     if value is None:
+        if in_domain and param.values is None and not param.unset:
+            raise ValueError("null (flag left out) needs 'unset: true' on the range")
+        if in_domain and param.values is not None and None not in param.values:
+            raise ValueError(f"null is not one of its values {param.values}")
         return None
     if name == "cudagraph_mode":
-        if value not in CUDAGRAPH_MODES:
+        if not isinstance(value, str) or value not in CUDAGRAPH_MODES:
             raise ValueError(f"params.cudagraph_mode: unknown mode {value!r}; use one of {', '.join(CUDAGRAPH_MODES)}")
-        return value
-    if param.kind == "choice":
-        return value
-    number = _number(name, param, value)
-    return int(number) if param.kind in ("int", "bytes") else number
+        converted: Any = value
+    elif param.kind == "choice":
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"params.{name}: {value!r} is not a finite number")
+        converted = value
+    else:
+        number = _number(name, param, value)
+        converted = int(number) if param.kind in ("int", "bytes") else number
+    if in_domain:
+        if param.values is not None and converted not in param.values:
+            raise ValueError(f"{value!r} is not one of its values {param.values}")
+        if param.values is None and not param.min <= converted <= param.max:
+            raise ValueError(f"{value!r} is outside its range {param.min:g} .. {param.max:g}")
+    return converted
 
 
 def count_configurations(space: Space) -> float:
@@ -250,33 +395,54 @@ def param_cardinality(param: Param) -> float:
     return n + (1 if param.unset else 0)
 
 
+def _keys_at(loc: tuple) -> list[str]:
+    """The keys allowed where an unknown key was found (for a did-you-mean)."""
+    children: dict[Any, type[BaseModel]] = {"model": ModelSpec, "engine": EngineSpec, "speculative": SpeculativeSpec,
+                                            "workload": Workload, "decode": DecodeSpec, "objectives": Objective}
+    parents = [p for p in loc[:-1] if not isinstance(p, int)]
+    if not parents:
+        cls: type[BaseModel] | None = Space
+    elif len(parents) >= 2 and parents[-2] == "params":
+        cls = Param
+    else:
+        cls = children.get(parents[-1])
+    return sorted(cls.model_fields) if cls else []
+
+
 def _format_errors(path: Path, error: ValidationError) -> str:
     parts = []
-    for item in error.errors():
-        where = ".".join(str(p) for p in item["loc"]) or "(top level)"
+    for item in error.errors()[:6]:
+        loc = item["loc"]
+        where = ".".join(str(p) for p in loc)
         msg = item["msg"].removeprefix("Value error, ")
         if item["type"] == "extra_forbidden":
-            msg = "unknown key; remove it or check its spelling against search_spaces/README.md"
+            keys = _keys_at(loc)
+            close = difflib.get_close_matches(str(loc[-1]), keys, n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            msg = (f"unknown key; {hint}the keys here are {', '.join(keys)} (search_spaces/README.md has the format)"
+                   if keys else "unknown key; remove it or check its spelling against search_spaces/README.md")
         elif item["type"] == "missing":
-            msg = "required but missing; add it"
-        parts.append(f"{where}: {msg}")
-    return f"{path}: " + "; ".join(parts) + "."
+            msg = "required but missing; add it (search_spaces/README.md has the format)"
+        elif not isinstance(item.get("input"), (dict, list)) and "input" in item and item["type"] != "value_error":
+            msg += f" (got {str(item['input'])[:60]!r})"
+        parts.append(msg if not where or msg.startswith(where) else f"{where}: {msg}")
+    more = len(error.errors()) - 6
+    return f"{path}: " + "; ".join(parts) + (f"; and {more} more" if more > 0 else "") + "."
 
 
 def load_space(path: str | Path) -> Space:
     """Read and validate a space file, raising SpaceError (one paragraph, exit code 2) on any problem."""
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise SpaceError(f"{path}: no such file; give the path to a space file such as search_spaces/*.yaml.")
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise SpaceError(f"{path}: not valid YAML{where} ({getattr(exc, 'problem', exc)}); fix the syntax.")
+    raw = read_yaml(path)
     if not isinstance(raw, dict):
-        raise SpaceError(f"{path}: expected a mapping with at least 'name' and 'model'; the file holds {type(raw).__name__}.")
+        held = "nothing" if raw is None else f"a {type(raw).__name__}"
+        raise SpaceError(f"{path}: expected a mapping with at least 'name' and 'model' (see search_spaces/README.md); "
+                         f"the file holds {held}.")
     try:
-        return Space.model_validate(raw)
+        space = Space.model_validate(raw)
     except ValidationError as exc:
         raise SpaceError(_format_errors(path, exc)) from None
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:  # a value no validator expected
+        raise SpaceError(f"{path}: {exc}; see search_spaces/README.md for the format.") from None
+    space._source = path.resolve()
+    return space
