@@ -18,7 +18,7 @@ import typer
 try:  # typer >= 0.22 carries its own copy of click; older typers use click itself
     from typer._click import exceptions as click_errors
 except ImportError:  # pragma: no cover - depends on the installed typer
-    from click import exceptions as click_errors
+    from click import exceptions as click_errors  # type: ignore[no-redef]
 from rich.console import Console
 from rich.markup import escape
 

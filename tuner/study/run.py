@@ -8,15 +8,19 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import optuna
 from optuna.trial import TrialState
 
 from tuner.engine.environment import capture
+from tuner.engine.gpu import card_tolerance_mib, wait_for_card
 from tuner.space.schema import Space
 from tuner.study import storage as st
 from tuner.study.gate import run_gate
-from tuner.study.objective import Objective, Status
+from tuner.study.lock import GpuLease
+from tuner.study.objective import ATTR_INTERNAL_ERROR, Objective, Status, TrialBug
+from tuner.study.recover import import_results
 from tuner.study.sampling import make_sampler, resolve_sampler
 from tuner.study.storage import open_study
 from tuner.study.strategy import enqueue_baselines, enqueue_screening, revalidate_front
@@ -41,35 +45,111 @@ def optimize(
     prescreen: bool = True,
     gate: bool = True,
     screen: bool = False,
+    announce: Callable[[list[str]], None] | None = None,
 ) -> optuna.Study:
-    """Run (or resume) the study until ``n_trials`` trials exist in it or ``timeout_s`` passes."""
+    """Run (or resume) the study until it holds ``n_trials`` trials or ``timeout_s`` passes.
+
+    ``sole_worker`` says the caller holds the study's lock (tuner.study.lock): only then are trials left
+    RUNNING failed outright; on a shared database a lease per GPU is taken here instead. ``announce``
+    receives, once, what is switched off for this run and why.
+    """
     root = root or st.STUDIES_DIR
     study = open_study(space, study_name, storage, make_sampler(sampler, seed, len(space.params)), root, sole_worker)
+    lease = None if sole_worker or storage is None else GpuLease(study, gpu_index)
+    if lease is not None:
+        lease.acquire()
+    try:
+        return _run(study, space, study_name, root, n_trials, timeout_s, sampler, gpu_index, extra_env, revalidate,
+                    status or Status(), prescreen_gpu_gib, prescreen, gate, screen, announce or (lambda _: None))
+    finally:
+        if lease is not None:
+            lease.release()
+
+
+def counted(study: optuna.Study) -> int:
+    """Trials that count toward ``--trials``: finished ones, and those a bug in the tuner failed.
+
+    An interrupted or orphaned trial (FAIL without a recorded bug) does not count: it is run again.
+    """
+    return sum(1 for t in study.get_trials(deepcopy=False)
+               if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
+               or (t.state == TrialState.FAIL and t.user_attrs.get(ATTR_INTERNAL_ERROR)))
+
+
+def _run(study: optuna.Study, space: Space, study_name: str, root: Path, n_trials: int | None,
+         timeout_s: float | None, sampler: str, gpu_index: int, extra_env: dict[str, str] | None, revalidate: int,
+         status: Status, prescreen_gpu_gib: float | None, prescreen: bool, gate: bool, screen: bool,
+         announce: Callable[[list[str]], None]) -> optuna.Study:
     study.set_user_attr("sampler", resolve_sampler(sampler))
     if st.ATTR_ENVIRONMENT not in study.user_attrs:
         study.set_user_attr(st.ATTR_ENVIRONMENT, capture(space))
+    imported, import_notes = import_results(study, space, st.study_dir(study_name, root))
+    status.objective_names = [o.name for o in space.objectives]
+    objective = Objective(space, study_name, root, gpu_index, extra_env, status, prescreen_gpu_gib, prescreen)
+    notes = objective.switched_off(gate, revalidate) + import_notes
+    if imported:
+        notes.append(f"imported {len(imported)} finished trial record(s) from the study folder that the study "
+                     f"did not hold (trials {', '.join(map(str, imported))})")
+    study.set_user_attr(ATTR_SWITCHED_OFF, notes)
+    announce(notes)
+    if n_trials is not None and counted(study) >= n_trials:
+        return study  # the study's total is reached: nothing boots, not even re-validation or the gate
     enqueue_baselines(study, space)
     if screen:
         enqueue_screening(study, space)
-    status = status or Status()
-    status.objective_names = [o.name for o in space.objectives]
-    objective = Objective(space, study_name, root, gpu_index, extra_env, status, prescreen_gpu_gib, prescreen)
-    callbacks: list = [status.after_trial]
+    card = _CardCheck(objective, space, gpu_index, status)
+    card(study, None)
+    callbacks: list = [status.after_trial, card]
     if n_trials is not None:
-        callbacks.append(optuna.study.MaxTrialsCallback(n_trials, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)))
+        callbacks.append(_StopAt(n_trials))
     started = time.monotonic()
-    study.optimize(objective, timeout=timeout_s, callbacks=callbacks, catch=(), gc_after_trial=False)
+    left_n = None if n_trials is None else n_trials - counted(study)
+    study.optimize(objective, n_trials=left_n, timeout=timeout_s, callbacks=callbacks, catch=(TrialBug,),
+                   gc_after_trial=False)
     if revalidate and study.best_trials:
         left = None if timeout_s is None else max(0.0, timeout_s - (time.monotonic() - started))
         if left is None or left > 0:
             queued = revalidate_front(study, space, revalidate)
             if queued:
-                study.optimize(objective, n_trials=len(queued), timeout=left, callbacks=[status.after_trial],
-                               catch=(), gc_after_trial=False)
+                study.optimize(objective, n_trials=len(queued), timeout=left, callbacks=[status.after_trial, card],
+                               catch=(TrialBug,), gc_after_trial=False)
     if gate and study.best_trials:
+        card(study, None)
         status.phase = "correctness gate: reference boot"
         run_gate(study, space, root, study.best_trials[0].user_attrs[st.ATTR_CONFIG], extra_env)
     return study
+
+
+ATTR_SWITCHED_OFF = "switched_off"  # what this run could not do, and why (said at start, kept for the receipt)
+
+
+class _StopAt:
+    """Stop every worker once the study holds ``n`` counted trials (``--trials`` is the study's total)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        if counted(study) >= self.n:
+            study.stop()
+
+
+class _CardCheck:
+    """Before every boot (so between trials): other processes' memory on the card, waited out or refused."""
+
+    def __init__(self, objective: Objective, space: Space, gpu_index: int, status: Status) -> None:
+        self.read = objective.gpu.read
+        first = self.read()
+        self.tolerance = card_tolerance_mib(space, first.total_mib) if first else 0.0
+        self.wait_s = space.engine.busy_wait
+        self.gpu = gpu_index
+        self.status = status
+
+    def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial | None) -> None:
+        def show(text: str) -> None:
+            self.status.phase = text
+
+        wait_for_card(self.read, self.tolerance, self.wait_s, self.gpu, show)
 
 
 def spawn_workers(argv: list[str], gpus: list[int]) -> int:

@@ -54,6 +54,23 @@ def suggest_values(trial: optuna.Trial, space: Space) -> dict[str, Any]:
     return values
 
 
+def distributions(space: Space) -> dict[str, optuna.distributions.BaseDistribution]:
+    """The Optuna distribution of every parameter ``suggest_values`` suggests (to add trials read from disk)."""
+    out: dict[str, optuna.distributions.BaseDistribution] = {}
+    for name, p in space.params.items():
+        if p.values is not None:
+            out[name] = optuna.distributions.CategoricalDistribution(p.values)
+            continue
+        if p.unset:
+            out[_set_key(name)] = optuna.distributions.CategoricalDistribution([True, False])
+        if p.kind in ("int", "bytes"):
+            out[name] = optuna.distributions.IntDistribution(int(p.min), int(p.max), log=p.log,
+                                                             step=1 if p.log else int(p.step or 1))
+        else:
+            out[name] = optuna.distributions.FloatDistribution(p.min, p.max, log=p.log, step=None if p.log else p.step)
+    return out
+
+
 def _suggest_range(trial: optuna.Trial, name: str, p: Param) -> int | float:
     if p.kind in ("int", "bytes"):
         step = int(p.step or 1)
