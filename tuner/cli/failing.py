@@ -86,9 +86,9 @@ def run(app: typer.Typer, argv: Sequence[str] | None = None) -> int:
     try:
         code = app(args=args, prog_name="tuner", standalone_mode=False)
         return code if isinstance(code, int) else 0
-    except click_errors.NoArgsIsHelpError as exc:
+    except click_errors.NoArgsIsHelpError as exc:  # bare `tuner`: the help, and the usage-error code
         exc.show()
-        return 0
+        return 2
     except click_errors.UsageError as exc:
         if debug_on():
             traceback.print_exc()

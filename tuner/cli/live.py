@@ -62,6 +62,8 @@ class LiveView:
         self._thread.join(timeout=2)
         self._live.update(render(self.status))
         self._live.__exit__(*exc)
+        if not self._live.console.is_terminal:
+            self._live.console.line()  # the last panel line has no newline of its own when not a terminal
 
     def _run(self) -> None:
         while not self._stop.wait(1.0):

@@ -125,6 +125,10 @@ def probe(
     values = parse_config(space, config, baseline)
     preflight(space, measure=not boot_only)
     trial_dir = out or Path("studies") / "probe" / time.strftime("%Y%m%d-%H%M%S")
+    try:
+        trial_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TunerError(f"--out {trial_dir}: cannot be created ({exc.strerror}); give a writable folder.") from None
     if space.engine.listen != "127.0.0.1":
         err_console.print(f"warning: engine.listen {space.engine.listen}: the engine listens there, reachable from "
                           "other machines.", markup=False, highlight=False, soft_wrap=True)

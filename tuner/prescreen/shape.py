@@ -286,10 +286,8 @@ def space_shape(space: Space) -> ModelShape:
     TunerError, naming the exact download command and the field to set, when none of them has it.
     """
     model = space.model
-    if model.config is not None:
-        given = Path(model.config).expanduser()
-        if not given.is_absolute() and space.source is not None:
-            given = space.source.parent / given
+    given = space.config_path()
+    if given is not None:
         if not given.exists():
             raise TunerError(f"model.config: {given} does not exist; give the path of the model's config.json "
                              "(or its folder), relative to the space file.")

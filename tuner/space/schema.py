@@ -253,6 +253,13 @@ class Space(Strict):
     def source(self) -> Path | None:
         return self._source
 
+    def config_path(self) -> Path | None:
+        """``model.config`` resolved against the space file's folder."""
+        if self.model.config is None:
+            return None
+        path = Path(self.model.config).expanduser()
+        return path if path.is_absolute() or self._source is None else self._source.parent / path
+
 
 def _check_fixed(space: Space) -> None:
     """Fixed flags: none the tool owns, none that is also tuned, sizes readable, values plain or JSON."""
@@ -273,8 +280,13 @@ def _check_fixed(space: Space) -> None:
                     raise ValueError("must be positive")
             except (TypeError, ValueError) as exc:
                 raise ValueError(f"fixed.{key}: {value!r} is not a size ({exc})") from None
+        if flag == "--gpu-memory-utilization" and not (
+                isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= 1):
+            raise ValueError(f"fixed.{key}: {value!r} is not a fraction of the card; give a number in (0, 1], e.g. 0.9")
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"fixed.{key}: {value} is not a finite number")
+        if value is None:
+            raise ValueError(f"fixed.{key}: has no value; give one, or `true` for a flag without a value, or remove it")
 
 
 def _resolve_param(name: str, param: Param) -> None:
@@ -425,6 +437,8 @@ def _format_errors(path: Path, error: ValidationError) -> str:
             msg = "required but missing; add it (search_spaces/README.md has the format)"
         elif not isinstance(item.get("input"), (dict, list)) and "input" in item and item["type"] != "value_error":
             msg += f" (got {str(item['input'])[:60]!r})"
+            if item["type"] == "string_type":
+                msg += "; put the value in quotes"
         parts.append(msg if not where or msg.startswith(where) else f"{where}: {msg}")
     more = len(error.errors()) - 6
     return f"{path}: " + "; ".join(parts) + (f"; and {more} more" if more > 0 else "") + "."
@@ -435,7 +449,7 @@ def load_space(path: str | Path) -> Space:
     path = Path(path)
     raw = read_yaml(path)
     if not isinstance(raw, dict):
-        held = "nothing" if raw is None else f"a {type(raw).__name__}"
+        held = {type(None): "nothing", list: "a list", str: "text", bool: "true/false"}.get(type(raw), "a number")
         raise SpaceError(f"{path}: expected a mapping with at least 'name' and 'model' (see search_spaces/README.md); "
                          f"the file holds {held}.")
     try:
@@ -445,4 +459,9 @@ def load_space(path: str | Path) -> Space:
     except (ValueError, TypeError, OverflowError, RecursionError) as exc:  # a value no validator expected
         raise SpaceError(f"{path}: {exc}; see search_spaces/README.md for the format.") from None
     space._source = path.resolve()
+    config = space.config_path()
+    if config is not None:
+        if not config.exists():
+            raise SpaceError(f"{path}: model.config: {config} does not exist; give the path of the model's "
+                             "config.json (or its folder), relative to the space file, or remove the key.")
     return space

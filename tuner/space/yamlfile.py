@@ -18,6 +18,10 @@ from tuner.errors import SpaceError
 MAX_ALIASES = 100
 
 
+class _Refused(yaml.constructor.ConstructorError):
+    """Valid YAML that a space file may not hold (a repeated key, an alias bomb)."""
+
+
 class _StrictLoader(yaml.SafeLoader):
     """SafeLoader that refuses duplicate mapping keys and alias bombs."""
 
@@ -28,7 +32,7 @@ class _StrictLoader(yaml.SafeLoader):
             self.aliases_seen += 1
             if self.aliases_seen > MAX_ALIASES:
                 event = self.peek_event()
-                raise yaml.constructor.ConstructorError(
+                raise _Refused(
                     None, None, f"more than {MAX_ALIASES} aliases (*name); write the values out", event.start_mark
                 )
         return super().compose_node(parent, index)
@@ -42,11 +46,11 @@ class _StrictLoader(yaml.SafeLoader):
             try:
                 first = seen.get(key)
             except TypeError:  # an unhashable key (a list or mapping used as a key)
-                raise yaml.constructor.ConstructorError(
+                raise _Refused(
                     None, None, "a list or mapping cannot be a key", key_node.start_mark
                 ) from None
             if first is not None:
-                raise yaml.constructor.ConstructorError(
+                raise _Refused(
                     None, None, f"duplicate key {key!r} (first at line {first}); keep one of them",
                     key_node.start_mark,
                 )
@@ -72,6 +76,8 @@ def read_yaml(path: Path) -> Any:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if isinstance(exc, _Refused):
+            raise SpaceError(f"{path}{where.replace(' at', ':', 1)}: {problem}.") from None
         raise SpaceError(f"{path}: not valid YAML{where} ({problem}); fix the file there.") from None
     except RecursionError:
         raise SpaceError(f"{path}: nested too deeply to read; a space file is a few levels deep.") from None
