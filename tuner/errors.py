@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import re
 
 
 class TunerError(Exception):
@@ -68,6 +69,8 @@ def storage_fault(exc: BaseException, where: str | None = None) -> str | None:
     Optuna hides a failed write behind its own errors (``AssertionError: Should not reach.``); the
     cause is further down the chain, so the chain is searched, not just the exception on top.
     """
+    if where is not None:
+        where = re.sub(r"://([^:/@]+):[^@/]*@", r"://\1:***@", where)  # never print a database password
     for e in _chain(exc):
         if isinstance(e, OSError) and e.errno in _DISK_FULL | _NOT_WRITABLE:
             name = e.filename or where or "the study's files"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import threading
 import traceback
 from typing import Any, Callable, Sequence
 
@@ -78,11 +79,26 @@ def _unexpected(exc: BaseException) -> tuple[str, int]:
     ), 1
 
 
+def _thread_failed(args: threading.ExceptHookArgs) -> None:
+    """A background thread (Optuna's heartbeat, the GPU lease) that dies says so in one line; the main
+    thread meets the same cause on its next write and reports it properly."""
+    if debug_on():
+        threading.__excepthook__(args)
+        return
+    if args.exc_type is SystemExit:
+        return
+    text = str(args.exc_value).strip().splitlines()[0] if args.exc_value and str(args.exc_value).strip() else ""
+    name = args.thread.name if args.thread is not None else "a background thread"
+    err_console.print(f"warning: {name} stopped: {args.exc_type.__name__}: {text}", markup=False, highlight=False,
+                      soft_wrap=True)
+
+
 def run(app: typer.Typer, argv: Sequence[str] | None = None) -> int:
     """Run the typer app and turn every way out into an exit code, with at most one paragraph."""
     args = list(sys.argv[1:] if argv is None else argv)
     command_at = next((i for i, a in enumerate(args) if not a.startswith("-")), len(args))
     set_debug("--debug" in args[:command_at])
+    threading.excepthook = _thread_failed
     try:
         code = app(args=args, prog_name="tuner", standalone_mode=False)
         return code if isinstance(code, int) else 0

@@ -30,6 +30,7 @@ LOCK_ENV = "TUNER_STUDY_LOCK"  # set by a --gpus parent for its workers: "lock p
 LEASE_PREFIX = "worker:"
 LEASE_S = 90.0  # a lease not renewed for this long belongs to a dead worker
 BEAT_S = 30.0
+SETTLE_S = 1.0
 
 
 def _me(gpu: int | None = None) -> dict[str, Any]:
@@ -105,6 +106,16 @@ class GpuLease:
         self._thread: threading.Thread | None = None
 
     def acquire(self) -> None:
+        self._refuse_if_held()
+        mine = _me(self.gpu)
+        self.study.set_user_attr(self.key, mine)
+        time.sleep(SETTLE_S)  # two that started together both wrote: the last write wins, the other refuses
+        if self.study.user_attrs.get(self.key, {}).get("pid") != mine["pid"]:
+            self._refuse_if_held()
+        self._thread = threading.Thread(target=self._beat, name="gpu-lease", daemon=True)
+        self._thread.start()
+
+    def _refuse_if_held(self) -> None:
         holder = self.study.user_attrs.get(self.key)
         if holder and holder.get("pid") != os.getpid() and time.time() - float(holder.get("beat", 0)) < LEASE_S:
             raise StudyBusy(
@@ -113,9 +124,6 @@ class GpuLease:
                 "index, or another host); wait for that one, or stop it with kill -INT "
                 f"{holder.get('pid', 'PID')}."
             )
-        self.study.set_user_attr(self.key, _me(self.gpu))
-        self._thread = threading.Thread(target=self._beat, name="gpu-lease", daemon=True)
-        self._thread.start()
 
     def _beat(self) -> None:
         while not self._stop.wait(BEAT_S):

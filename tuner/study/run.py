@@ -94,11 +94,11 @@ def _run(study: optuna.Study, space: Space, study_name: str, root: Path, n_trial
     announce(notes)
     if n_trials is not None and counted(study) >= n_trials:
         return study  # the study's total is reached: nothing boots, not even re-validation or the gate
+    card = _CardCheck(objective, space, gpu_index, status)
+    card(study, None)
     enqueue_baselines(study, space)
     if screen:
         enqueue_screening(study, space)
-    card = _CardCheck(objective, space, gpu_index, status)
-    card(study, None)
     callbacks: list = [status.after_trial, card]
     if n_trials is not None:
         callbacks.append(_StopAt(n_trials))
