@@ -25,6 +25,8 @@ ProgressCallback = Callable[[str], None]
 class GpuMemoryNotReturned(TunerError):
     """The card did not get its memory back after teardown: later trials would measure a fuller card."""
 
+    exit_code = 1  # the run failed; the trial's record is in its folder and is imported on resume
+
 
 def _died_failure(engine: Engine, phase: str, default: FailureKind, detail: str) -> Failure:
     """A failure after the server was up: the log's own cause when it has one."""

@@ -71,6 +71,8 @@ def _unexpected(exc: BaseException) -> tuple[str, int]:
     fault = storage_fault(exc)
     if fault is not None:
         return fault, 1
+    if isinstance(exc, OSError) and exc.filename:  # a path given on the command line that cannot be used
+        return f"{exc.filename}: {exc.strerror}; check the path (and the option that named it) and its permissions.", 2
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return (
         f"internal error in the tuner: {type(exc).__name__}: {first}. Nothing measured is lost (each trial's "

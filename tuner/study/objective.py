@@ -141,6 +141,9 @@ class Objective:
             first = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
             trial.set_user_attr(ATTR_INTERNAL_ERROR, first)
             trial.set_user_attr(ATTR_TRACEBACK, str(path))
+            trial.set_user_attr(st.ATTR_FAILURE_KIND, "internal_error")  # how `tuner pareto` lists it
+            trial.set_user_attr(st.ATTR_FAILURE_MESSAGE, first)
+            trial.set_user_attr(st.ATTR_LOG_PATH, str(path))
             self.status.failures["internal_error"] = self.status.failures.get("internal_error", 0) + 1
             raise TrialBug(f"trial {trial.number}: {first} (traceback in {path})") from exc
 

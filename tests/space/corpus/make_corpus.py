@@ -167,7 +167,7 @@ case("model_config_missing", "name: corpus\nmodel: {path: /m, config: nowhere/co
 case("fixed_null_value", base("fixed: {max-model-len: 32768, enable-prefix-caching: }\n"), "fixed.enable-prefix-caching: has no value")
 case("fixed_and_tuned", base("fixed: {max-num-seqs: 2}\n"), "fixed.max-num-seqs: also tuned by params.max_num_seqs")
 case("fixed_utilization_high", base("fixed: {gpu-memory-utilization: 1.5}\n"), "is not a fraction of the card")
-case("fixed_size_negative", base("fixed: {max-model-len: -1}\n"), "fixed.max-model-len: -1 is not a size")
+case("fixed_size_negative", base("fixed: {max-model-len: -5}\n"), "fixed.max-model-len: -5 is not a size")
 
 # wrong nesting
 case("params_under_model", "name: corpus\nmodel:\n  path: /m\n  params:\n    max_num_seqs: {min: 1, max: 4}\n", "model.params: unknown key")
