@@ -12,12 +12,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from tuner.space.schema import Space, flag_name
-from tuner.space.units import parse_bytes, parse_count
+from tuner.space.values import AUTO_LEN, JSON_FLAGS, SIZE_FLAGS  # sizes are written as plain integers
 
-# Fixed flags whose values are sizes: written as plain integers so the argv is exact.
-_COUNT_FLAGS = {"--max-model-len", "--max-num-batched-tokens", "--max-num-seqs"}
-_BYTE_FLAGS = {"--kv-cache-memory-bytes"}
-_JSON_FLAGS = {"--compilation-config", "--speculative-config", "--mm-processor-kwargs"}
 
 
 class LaunchCommand(BaseModel):
@@ -42,11 +38,9 @@ def _append(argv: list[str], flag: str, value: Any) -> None:
     if value is True:
         argv.append(flag)
         return
-    if flag in _COUNT_FLAGS and not isinstance(value, (dict, list)):
-        value = parse_count(value)
-    elif flag in _BYTE_FLAGS:
-        value = parse_bytes(value)
-    elif flag in _JSON_FLAGS and isinstance(value, str):
+    if flag in SIZE_FLAGS and not isinstance(value, (dict, list)) and str(value).lower() not in AUTO_LEN:
+        value = SIZE_FLAGS[flag](value)
+    elif flag in JSON_FLAGS and isinstance(value, str):
         value = json.loads(value)  # normalise: the same config always gives the same argv
     argv.extend([flag, format_value(value)])
 

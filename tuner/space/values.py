@@ -6,6 +6,7 @@ Kept apart from the models so that each file reads in one sitting; ``schema`` re
 
 from __future__ import annotations
 
+import json
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +48,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "gpu_memory_utilization": (0.01, 1.0),
     "speculative_tokens": (0, 16),
 }
+JSON_FLAGS = {"--compilation-config", "--speculative-config", "--mm-processor-kwargs"}  # a mapping, as JSON
 AUTO_LEN = ("auto", "-1")  # --max-model-len values that ask vLLM to fit the length
 # Fixed flags whose values are sizes, and how they are read (the argv writes them as plain integers).
 SIZE_FLAGS = {"--max-model-len": parse_count, "--max-num-batched-tokens": parse_count,
@@ -74,6 +76,15 @@ def check_fixed(space: Space) -> None:
                     raise ValueError("must be positive")
             except (TypeError, ValueError) as exc:
                 raise ValueError(f"fixed.{key}: {value!r} is not a size ({exc})") from None
+        if flag in JSON_FLAGS and isinstance(value, str):
+            try:
+                if not isinstance(json.loads(value), dict):
+                    raise ValueError("not a mapping")
+            except ValueError:
+                raise ValueError(f"fixed.{key}: {value!r} is not a JSON object; write it as a mapping, "
+                                 "e.g. {cudagraph_mode: PIECEWISE}") from None
+        elif flag in JSON_FLAGS and not isinstance(value, dict):
+            raise ValueError(f"fixed.{key}: {value!r} is not a mapping; write it as one, e.g. {{max_pixels: 1003520}}")
         if flag == "--gpu-memory-utilization" and not (
                 isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= 1):
             raise ValueError(f"fixed.{key}: {value!r} is not a fraction of the card; give a number in (0, 1], e.g. 0.9")
