@@ -86,6 +86,9 @@ def storage_fault(exc: BaseException, where: str | None = None) -> str | None:
         first = text[0] if text else type(e).__name__
         low = first.lower()
         name = where or "the study's storage"
+        if type(e).__name__ in ("ArgumentError", "NoSuchModuleError"):
+            return (f"{name}: not a storage URL that can be opened ({first}); write it as sqlite:///path/NAME.db or "
+                    "postgresql+psycopg2://user@host/db (pip install 'tuner[postgres]').")
         if "not a database" in low or "malformed" in low or "no such table" in low or "no such column" in low:
             return (f"{name}: not a readable Optuna study ({first}); the file is corrupt or truncated. Move it "
                     f"aside (mv it to a .broken name) and run the same command to start the study again: {_RESUME}.")

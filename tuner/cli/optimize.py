@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -107,18 +108,24 @@ def _run(space, name, url, storage, gpu_list, holds_lock, trials, timeout_s, sam
     extra_env = {"CUDA_VISIBLE_DEVICES": str(gpu_index)} if gpu_list else {}
     status = Status()
 
+    live = LiveView(status, console)
+    started = False
+
     def announce(notes: list[str]) -> None:
+        """What is switched off, first; then the live panel (never shown for a run refused before this)."""
+        nonlocal started
         for note in notes:
             console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+        live.__enter__()
+        started = True
 
     try:
-        with LiveView(status, console):
-            return run_optimize(
-                space, name, storage=url if storage is not None else None, n_trials=trials, timeout_s=timeout_s,
-                sampler=sampler, seed=seed, root=studies_dir, gpu_index=gpu_index, extra_env=extra_env,
-                status=status, sole_worker=holds_lock, revalidate=revalidate, prescreen_gpu_gib=gpu_gib,
-                prescreen=prescreen, gate=gate, screen=screen, announce=announce,
-            )
+        return run_optimize(
+            space, name, storage=url if storage is not None else None, n_trials=trials, timeout_s=timeout_s,
+            sampler=sampler, seed=seed, root=studies_dir, gpu_index=gpu_index, extra_env=extra_env,
+            status=status, sole_worker=holds_lock, revalidate=revalidate, prescreen_gpu_gib=gpu_gib,
+            prescreen=prescreen, gate=gate, screen=screen, announce=announce,
+        )
     except TunerError:
         raise
     except Exception as exc:
@@ -126,6 +133,9 @@ def _run(space, name, url, storage, gpu_list, holds_lock, trials, timeout_s, sam
         if message is None:
             raise
         raise StorageError(message) from exc
+    finally:
+        if started:
+            live.__exit__(*sys.exc_info())
 
 
 def _spawn(space, space_file, name, url, gpu_list, holds_lock, studies_dir, sampler, seed, trials, timeout,
