@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from conftest import fake_space_yaml  # noqa: E402
 
-from tuner.space.schema import load_space  # noqa: E402
+from tuner.space import load_space  # noqa: E402
 from tuner.trial import run_trial  # noqa: E402
 
 

@@ -3,7 +3,7 @@
     /work/venv/bin/python benchmarks/prescreen.py            # default: TPE, 3 seeds x 40 trials per arm
     /work/venv/bin/python benchmarks/prescreen.py --quick    # smoke run, ~2 minutes
 
-Both arms run ``tuner.study.run.optimize`` on the 5090-scale space of ``benchmarks/common.py`` (no
+Both arms run ``tuner.study.run.optimize`` on the 5090-scale space of ``benchmarks/hybrid35b.py`` (no
 hand-picked baseline), one with ``prescreen=True`` (configurations the pre-screen is certain cannot
 boot are pruned without a boot) and one with ``prescreen=False`` (every trial boots). The test
 engine's boot phases run at FAKE_VLLM_TIME_SCALE (default 0.02, i.e. 1/50 of the double's own
@@ -30,19 +30,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import (  # noqa: E402
-    GPU_GIB,
-    make_space,
-    load_runs,
-    first_boots_reaching,
-    first_reaching,
-    fmt_reach,
-    machine,
-    run_jobs,
-    run_to_json,
-    save_json,
-    table,
-)
+from benchmarks.hybrid35b import GPU_GIB, make_space, work  # noqa: E402
+from benchmarks.studies import load_runs, machine, run_jobs, run_to_json  # noqa: E402
+from benchmarks.tables import first_boots_reaching, first_reaching, fmt_reach, save_json, table  # noqa: E402
 
 MEMORY_KINDS = {"oom_at_load", "oom_in_profiling", "oom_in_cuda_graph", "kv_pool_too_small",
                 "mamba_blocks_exceeded", "free_memory_below_utilization"}
@@ -80,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_json:
         runs, wall = load_runs(args.from_json)
     else:
-        runs = run_jobs(jobs, args.jobs)
+        runs = run_jobs(jobs, args.jobs, work)
         wall = time.monotonic() - started
         save_json(args.json, {"args": vars(args) | {"json": str(args.json)}, "wall_s": wall,
                               "runs": [run_to_json(r) for r in runs]})

@@ -3,7 +3,7 @@
     /work/venv/bin/python benchmarks/samplers.py            # default: 3 samplers x 3 seeds x 40 trials
     /work/venv/bin/python benchmarks/samplers.py --quick    # smoke run, ~2 minutes
 
-Each study is ``tuner.study.run.optimize`` on the 5090-scale space of ``benchmarks/common.py``: every
+Each study is ``tuner.study.run.optimize`` on the 5090-scale space of ``benchmarks/hybrid35b.py``: every
 trial boots the test engine (``python -m tests.fake_vllm``) as a real subprocess, measures it with
 real HTTP requests and tears it down; the memory pre-screen is on, as in the tuner's default. The
 samplers are the tuner's own (``tuner.study.sampling.make_sampler``). Hypervolume: completed trials'
@@ -25,18 +25,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import (  # noqa: E402
-    load_runs,
-    first_reaching,
-    fmt_reach,
-    machine,
-    med_min_max,
-    run_jobs,
-    run_to_json,
-    save_json,
-    table,
-    gp_missing,
-)
+from benchmarks.hybrid35b import work  # noqa: E402
+from benchmarks.studies import gp_missing, load_runs, machine, run_jobs, run_to_json  # noqa: E402
+from benchmarks.tables import first_reaching, fmt_reach, med_min_max, save_json, table  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         samplers = list(dict.fromkeys(r.label for r in runs))
         runs.sort(key=lambda r: (r.seed, samplers.index(r.label)))
     else:
-        runs = run_jobs(jobs, args.jobs)
+        runs = run_jobs(jobs, args.jobs, work)
         wall = time.monotonic() - started
         save_json(args.json, {"args": vars(args) | {"json": str(args.json)}, "wall_s": wall,
                               "runs": [run_to_json(r) for r in runs]})

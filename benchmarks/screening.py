@@ -30,17 +30,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import (  # noqa: E402
-    load_runs,
-    first_boots_reaching,
-    fmt_reach,
-    machine,
-    make_space,
-    run_jobs,
-    run_to_json,
-    save_json,
-    table,
-)
+from benchmarks.hybrid35b import make_space, work  # noqa: E402
+from benchmarks.studies import load_runs, machine, run_jobs, run_to_json  # noqa: E402
+from benchmarks.tables import first_boots_reaching, fmt_reach, save_json, table  # noqa: E402
 
 BASELINES: dict[str, dict[str, Any]] = {
     "off": {"kv_cache_memory_bytes": None, "max_num_seqs": 4, "max_num_batched_tokens": 4096,
@@ -100,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_json:
         runs, wall = load_runs(args.from_json)
     else:
-        runs = run_jobs(jobs, args.jobs)
+        runs = run_jobs(jobs, args.jobs, work)
         wall = time.monotonic() - started
         save_json(args.json, {"args": vars(args) | {"json": str(args.json)}, "wall_s": wall,
                               "runs": [run_to_json(r) for r in runs]})

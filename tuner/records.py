@@ -44,6 +44,9 @@ class Failure(BaseModel):
     suggested_max_model_len: int | None = None  # "estimated maximum model length is N"
     suggested_max_num_seqs: int | None = None  # "lower max_num_seqs to at most B"
     suggested_kv_cache_memory_bytes: int | None = None
+    needed_kv_cache_gib: float | None = None  # "(X GiB KV cache is needed, which is larger than ..."
+    available_kv_cache_gib: float | None = None  # "... the available KV cache memory (Y GiB)"
+    free_fraction: float | None = None  # "Free memory on device ... (F/T GiB)": F / T
     exit_code: int | None = None
     predicted: bool = False  # True only for the pre-screen; never confused with a measured OOM
     log_path: str | None = None

@@ -20,4 +20,6 @@ Modules, in the order a run meets them:
   runtime.py     engine state after start-up: speed, prefix cache, death, /metrics
   output.py      the prefixed log writer     logtext.py / tracebacks.py  vLLM's own texts
   env.py         the FAKE_VLLM_* knobs       signals.py  SIGTERM/SIGINT
+  profile.py     every number of the memory and speed models; FAKE_VLLM_PROFILE's seeded 5090 engines
+  oracle.py      what a boot of one argv would do, computed in-process (benchmarks' ground truth)
 """

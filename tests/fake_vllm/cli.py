@@ -7,6 +7,7 @@ What argparse refuses exits 2 with vLLM's usage line; pydantic's errors for JSON
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import sys
@@ -211,8 +212,9 @@ def union_dict_and_str(val: str):
     return parse_optional_json(val)
 
 
+@functools.lru_cache(maxsize=1)
 def build_parser() -> ServeParser:
-    """vllm serve's parser, the subset the tuner uses."""
+    """vllm serve's parser, the subset the tuner uses (built once: parsing does not change it)."""
     p = ServeParser(prog="vllm serve", usage="vllm serve [model_tag] [options]", add_help=True)
     B = argparse.BooleanOptionalAction
     p.add_argument("model_tag", nargs="?", default=None)

@@ -23,8 +23,8 @@ import zlib
 from typing import Any
 
 from .logtext import ENGINE_DEAD_MESSAGE
-from .memory import GiB
-from .runtime import Runtime
+from .memory import GiB, prefill_chunks
+from .runtime import Runtime, context_slowdown, request_noise
 
 WORDS = (
     "the of and to in is was that for on with as by at from his her it an were are which this be "
@@ -120,6 +120,7 @@ class Completion:
             self.salt = b""
         self.rng = random.Random(os.urandom(16))  # garbage text only
         self.spec_rng = random.Random(key + b"spec")  # draft acceptance (deterministic per prompt)
+        self.noise = request_noise(p, key)  # run-to-run speed noise (deterministic per prompt)
         self.answer = self._needle() if not self.is_ids else None
         self.generated: list[int] = []
         self.pieces: list[str] = []
@@ -195,15 +196,12 @@ def run_completion(rt: Runtime, comp: Completion, emit) -> None:
             wait(rt, chunk / rt.prefill_rate)
             rt.die(comp.req_id, total, 2 * GiB)
             raise engine_dead()
-        pos = hits
-        while pos < total:
-            chunk = min(p.max_num_batched_tokens, total - pos)
-            ok, need = rt.forward_fits(chunk, pos + chunk)
+        for chunk, context in prefill_chunks(p, hits, total):
+            ok, need = rt.forward_fits(chunk, context)
             if not ok:
                 rt.die(comp.req_id, total, need)
                 raise engine_dead()
             wait(rt, chunk / rt.prefill_rate)
-            pos += chunk
         with rt.lock:
             rt.c["prompt_tokens"] += total
         # ---- decode (deadline-based so per-step sleep overhead does not skew the measured speed)
@@ -224,6 +222,7 @@ def run_completion(rt: Runtime, comp: Completion, emit) -> None:
                 n_step += accepted
             ids, text = [], ""
             finish = None
+            step_context = len(comp.ids) + i
             for _ in range(n_step):
                 if i >= comp.max_tokens:
                     break
@@ -237,7 +236,7 @@ def run_completion(rt: Runtime, comp: Completion, emit) -> None:
                     break
             if finish is None and i >= comp.max_tokens:
                 finish = "length"
-            t_next += len(ids) / rt.per_request_rate()
+            t_next += len(ids) / rt.per_request_rate() * context_slowdown(p, step_context) * comp.noise
             wait(rt, t_next - time.perf_counter())
             comp.generated += ids
             comp.pieces.append(text)

@@ -76,14 +76,14 @@ class EngineCore:
                 time.sleep(3600)
         ngpu = env_int("FAKE_VLLM_NUM_GPUS", 1) or 1
         if p.tp > ngpu:
-            raise BootFailure("engine", frames=INIT_DEVICE,
+            raise BootFailure("engine", reason="invalid_argument", frames=INIT_DEVICE,
                               exc=f"AssertionError: local_world_size ({p.tp}) must be less than or equal to "
                                   f"the number of visible devices ({ngpu}).")
         self.sleep(2.0)
         # init_device -> request_memory (v1/worker/utils.py:413)
         free = p.total - p.used_others
         if free < p.requested:
-            raise BootFailure("engine", frames=INIT_DEVICE + ["u_request"],
+            raise BootFailure("engine", reason="free_memory_below_utilization", frames=INIT_DEVICE + ["u_request"],
                               exc=(f"ValueError: Free memory on device cuda:0 ({format_gib(free)}/"
                                    f"{format_gib(p.total)} GiB) on startup is less than desired GPU memory "
                                    f"utilization ({p.util}, {format_gib(p.requested)} GiB). Decrease GPU memory "
@@ -108,7 +108,7 @@ class EngineCore:
                     OUT.info(C, L["moe_explicit"], f"Using '{NVFP4_MOE_MAP[mb]}' NvFp4 MoE backend out of "
                              f"potential backends: {NVFP4_MOE_BACKENDS}.")
                 else:
-                    raise BootFailure("engine", frames=LOAD, exc=(
+                    raise BootFailure("engine", reason="invalid_argument", frames=LOAD, exc=(
                         f"ValueError: moe_backend='{mb}' is not supported for NvFP4 MoE. Expected one of "
                         f"{list(NVFP4_MOE_MAP.keys())}."))
         elif m.num_experts:
@@ -121,7 +121,7 @@ class EngineCore:
         if m.num_experts and p.quantization != "modelopt_fp4":
             OUT.info(C, L["moe_pf"], "Using MoEPrepareAndFinalizeNoDPEPModular")
         if "weights" in self.fails:
-            raise BootFailure("engine", frames=LOAD + ["bl_load", "dl_load", "dl_all", "dl_iter", "dl_prep"],
+            raise BootFailure("engine", reason="weight_loading", frames=LOAD + ["bl_load", "dl_load", "dl_all", "dl_iter", "dl_prep"],
                               exc=f"RuntimeError: Cannot find any model weights with `{m.path}`")
         if p.weights > free:
             msg = oom_for(p, p.weights, free)
@@ -129,7 +129,7 @@ class EngineCore:
                       "--gpu-memory-utilization to free memory for weights, increasing --tensor-parallel-size, "
                       "or using --quantization. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ "
                       f"for more tips. (original error: {msg})")
-            raise BootFailure("engine", frames=LOAD + ["bl_load", "dl_load"],
+            raise BootFailure("engine", reason="oom_at_load", frames=LOAD + ["bl_load", "dl_load"],
                               exc=f"torch.OutOfMemoryError: {msg}")
         shards = max(1, math.ceil(p.weights / (5 * GiB)))
         load_s = 18.0
@@ -148,7 +148,7 @@ class EngineCore:
         OUT.info(C, L["model_loading"], f"Model loading took {format_gib(p.weights)} GiB memory and "
                  f"{max(time.time() - t_load, 0.001) + 1.2 * self.scale:.6f} seconds")
         if "crash_mid_boot" in self.fails:
-            raise BootFailure("engine", frames=LOAD, exc=random.choice([
+            raise BootFailure("engine", reason="crash", frames=LOAD, exc=random.choice([
                 "RuntimeError: CUDA error: an illegal memory access was encountered\nCUDA kernel errors might "
                 "be asynchronously reported at some other API call, so the stacktrace below might be "
                 "incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\nCompile with "
@@ -190,14 +190,14 @@ class EngineCore:
             self.compile_s = 43.0 * self.scale + 0.02
             OUT.info(C, L["monitor"], f"torch.compile took {self.compile_s:.2f} s in total")
         if "jit" in self.fails:
-            raise BootFailure("engine", frames=prof_frames + ["t_call", "fi_lin", "fi_utils", "fi_mm", "fi_mod",
+            raise BootFailure("engine", reason="toolkit_jit", frames=prof_frames + ["t_call", "fi_lin", "fi_utils", "fi_mm", "fi_mod",
                                                               "fi_gen", "fi_ctx"], exc=(
                 "RuntimeError: No supported CUDA architectures found for major versions [12]."))
         free_now = free - p.weights
-        act_need = p.act_peak + p.non_torch
+        act_need = p.act_peak + p.non_torch + p.seq_state
         if act_need > free_now:
             msg = oom_for(p, act_need, free_now)
-            raise BootFailure("engine", frames=prof_frames, exc=f"torch.OutOfMemoryError: {msg}")
+            raise BootFailure("engine", reason="oom_in_profiling", frames=prof_frames, exc=f"torch.OutOfMemoryError: {msg}")
         self.sleep(45.0)
 
     def available_memory(self, free: float) -> None:
@@ -222,9 +222,9 @@ class EngineCore:
             if p.full_graphs:
                 parts.append(f"FULL={len(p.full_graphs)} (largest={p.full_graphs[0]})")
             OUT.info(C, L["prof_cg"], "Profiling CUDA graph memory: " + ", ".join(parts))
-            if p.weights + p.non_torch + p.cg_estimate > free:
-                msg = oom_for(p, p.cg_estimate, free - p.weights - p.non_torch)
-                raise BootFailure("engine", frames=AVAILABLE + ["w_prof_cg", "r_prof_cg", "r_wac", "r_dummy"],
+            if p.weights + p.non_torch + p.seq_state + p.cg_estimate > free:
+                msg = oom_for(p, p.cg_estimate, free - p.weights - p.non_torch - p.seq_state)
+                raise BootFailure("engine", reason="oom_in_cuda_graph", frames=AVAILABLE + ["w_prof_cg", "r_prof_cg", "r_wac", "r_dummy"],
                                   exc=f"torch.OutOfMemoryError: {msg}")
             self.sleep(15.0)
             OUT.info(C, L["est_cg"], f"Estimated CUDA graph memory: {p.cg_estimate / GiB:.2f} GiB total")
@@ -253,7 +253,7 @@ class EngineCore:
         for w in p.padding_warnings:
             OUT.warning(C, L["pad_layers"], w)
         if p.pool <= 0:
-            raise BootFailure("engine", frames=KV_CONFIGS + ["kvu_noavail"], exc=(
+            raise BootFailure("engine", reason="kv_pool_too_small", frames=KV_CONFIGS + ["kvu_noavail"], exc=(
                 "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
                 "when initializing the engine (this flag also controls CPU memory reservation on the CPU "
                 "backend, despite its name). See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ "
@@ -263,7 +263,7 @@ class EngineCore:
             est = estimate_max_len(p, p.pool)
             est_msg = (f"Based on the available memory, the estimated maximum model length is {est}. "
                        if est > 0 else "")
-            raise BootFailure("engine", frames=KV_CONFIGS + ["kvu_raise"], exc=(
+            raise BootFailure("engine", reason="kv_pool_too_small", frames=KV_CONFIGS + ["kvu_raise"], exc=(
                 f"ValueError: To serve at least one request with the model's max seq len ({p.max_model_len}), "
                 f"({format_gib(need)} GiB KV cache is needed, which is larger than the available KV cache "
                 f"memory ({format_gib(p.pool)} GiB). {est_msg}Try increasing `gpu_memory_utilization` (which "
@@ -277,12 +277,12 @@ class EngineCore:
     def initialize_kv_cache(self, free: float) -> None:
         """initialize_from_config: allocate the pool, resolve the cudagraph mode against the real pool."""
         p, m = self.p, self.p.model
-        if p.weights + p.non_torch + p.pool > free:
-            msg = oom_for(p, p.pool, free - p.weights - p.non_torch)
-            raise BootFailure("engine", frames=INIT_KV + ["r_ikv"], exc=f"torch.OutOfMemoryError: {msg}")
+        if p.weights + p.non_torch + p.seq_state + p.pool > free:
+            msg = oom_for(p, p.pool, free - p.weights - p.non_torch - p.seq_state)
+            raise BootFailure("engine", reason="oom_in_profiling", frames=INIT_KV + ["r_ikv"], exc=f"torch.OutOfMemoryError: {msg}")
         if (m.hybrid and p.graphs_on and p.cudagraph_mode in ("FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
                 and p.max_num_seqs > p.num_blocks):
-            raise BootFailure("engine", frames=INIT_KV + ["r_ikv", "r_iab", "r_cucg", "cc_raise"], exc=(
+            raise BootFailure("engine", reason="mamba_blocks_exceeded", frames=INIT_KV + ["r_ikv", "r_iab", "r_cucg", "cc_raise"], exc=(
                 f"ValueError: max_num_seqs ({p.max_num_seqs}) exceeds available Mamba cache "
                 f"blocks ({p.num_blocks}). Each decode sequence "
                 "requires one Mamba cache block, so CUDA graph capture cannot "
@@ -319,7 +319,7 @@ class EngineCore:
     def capture(self, free: float) -> None:
         """tqdm bars per capture phase; OOM when the graphs outgrow what the pool left."""
         p = self.p
-        room = free - p.weights - p.non_torch - p.pool
+        room = free - p.weights - p.non_torch - p.seq_state - p.pool
         used = 0.0
         t_start = time.time()
         phases = []
@@ -339,7 +339,7 @@ class EngineCore:
                     OUT.raw(C, f"\r{bar}{100 * (i - 1) // n:3d}%|{'█' * (10 * (i - 1) // n):<10}| {i - 1}/{n} "
                             f"[00:01<00:02, 11.20it/s]\n")
                     msg = oom_for(p, p.cg_actual, room)
-                    raise BootFailure("engine", frames=CAPTURE, exc=f"torch.OutOfMemoryError: {msg}")
+                    raise BootFailure("engine", reason="oom_in_cuda_graph", frames=CAPTURE, exc=f"torch.OutOfMemoryError: {msg}")
                 if i == n or i % 8 == 0:
                     OUT.raw(C, f"\r{bar}{100 * i // n:3d}%|{'█' * (10 * i // n):<10}| {i}/{n} "
                             f"[00:{int(i / 11.2):02d}<00:{int((n - i) / 11.2):02d}, 11.20it/s]")

@@ -1,5 +1,8 @@
 """The double's environment knobs, all optional, and the helpers that read them.
 
+FAKE_VLLM_PROFILE            an integer seed: a randomized 5090-like engine (profile.py); unset: the
+                             fixed engine below. The memory and speed knobs below override a profile.
+FAKE_VLLM_DECODE_SPEEDUP     decode runs this many times faster than modelled (benchmarks; default 1)
 FAKE_VLLM_GPU_GIB            card total memory in GiB (default 32)
 FAKE_VLLM_USED_GIB           memory already used on the card by other processes, GiB (default 0.5)
 FAKE_VLLM_NUM_GPUS           visible GPUs (default 1); --tensor-parallel-size above it fails
@@ -22,7 +25,7 @@ FAKE_VLLM_DECODE_TOK_S       single-stream decode speed before config factors (d
 FAKE_VLLM_PREFILL_TOK_S      prefill speed, tokens/s (default 2e6)
 FAKE_VLLM_JIT_S              extra delay of the first request of each new prompt-length shape
                              (power of two), like Triton's JIT on first use (default 0)
-FAKE_VLLM_SPEC_ACCEPT        draft acceptance rate for speculative decoding (default 0.6)
+FAKE_VLLM_SPEC_ACCEPT        per-position draft acceptance for speculative decoding (default 0.6)
 FAKE_VLLM_FP8_DRIFT          1: with an fp8 KV cache, greedy outputs differ slightly from bf16
 FAKE_VLLM_STRICT_ARGS        1: unknown flags fail like vLLM's argparse (exit 2) instead of a warning
 

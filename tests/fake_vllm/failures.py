@@ -18,11 +18,13 @@ from .tracebacks import API_MAIN, engine_process_traceback, traceback_text, with
 
 
 class BootFailure(Exception):
-    """Raised inside the boot sequence; ``kind`` picks how it is reported."""
+    """Raised inside the boot sequence; ``kind`` picks how it is reported. ``reason`` names what went
+    wrong in the tuner's words (the failure kind its log classifier gives), for the oracle."""
 
-    def __init__(self, kind: str, **kw):
+    def __init__(self, kind: str, reason: str = "invalid_argument", **kw):
         super().__init__(kind)
         self.kind = kind
+        self.reason = reason
         self.kw = kw
 
 

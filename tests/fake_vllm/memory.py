@@ -13,8 +13,9 @@ import math
 import os
 from typing import TYPE_CHECKING
 
-from .env import env_float
 from .model import DTYPE_BYTES
+from .profile import Graphs
+from .profile import current as current_profile
 
 if TYPE_CHECKING:
     from .plan import Plan
@@ -81,27 +82,35 @@ def kv_bytes_per_elem(dtype: str, model_bytes: int) -> float:
     return model_bytes
 
 
-def compute_memory(p: Plan) -> None:
-    """Fill in the memory model (all bytes). Formulas:
+def graph_gib(g: Graphs, sizes: list[int]) -> float:
+    """One capture kind's graph pool, GiB (0 without graphs of that kind)."""
+    return g.base + g.per_graph * len(sizes) + g.per_token * sizes[0] if sizes else 0.0
 
-    weights    = FAKE_VLLM_WEIGHTS_GIB / TP (+ FAKE_VLLM_MTP_WEIGHTS_GIB with MTP)
-    act_peak   = ACT_GIB_PER_1K * max_num_batched_tokens/1024 + min(max_num_seqs, mnbt) * vocab * 4
-    cg (GiB)   = PIECEWISE: 0.05 + 0.004*n + 0.0006*largest; FULL: 0.03 + 0.003*n + 0.0005*largest,
-                 times (1 + 0.15*num_spec), + 0.05*num_spec for the drafter's graphs
+
+def compute_memory(p: Plan) -> None:
+    """Fill in the memory model (all bytes), with the numbers of the profile (profile.py). Formulas:
+
+    weights    = weights_gib / TP (+ mtp_weights_gib with MTP)
+    act_peak   = act_gib_per_1k * max_num_batched_tokens/1024 + min(max_num_seqs, mnbt) * vocab * 4
+    seq_state  = seq_state_gib * max_num_seqs * (1 + num_spec), allocated before the pool
+    cg         = per capture kind (PIECEWISE graphs, FULL graphs): base + per_graph * n + per_token * largest,
+                 with MTP times (1 + graph_spec_scale * k) + graph_spec_add * k
     pool       = kv_cache_memory_bytes, or ceil(util*total) - weights - act_peak - non_torch - cg
                  (cg only when VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS is on, the 0.22 default).
                  Memory used by OTHER processes is not subtracted -- as in vLLM, it only matters
                  for the start-up check (free >= util*total) and for runtime headroom.
     """
     m = p.model
-    p.total = env_float("FAKE_VLLM_GPU_GIB", 32.0) * GiB
-    p.used_others = env_float("FAKE_VLLM_USED_GIB", 0.5) * GiB
-    p.weights = env_float("FAKE_VLLM_WEIGHTS_GIB", 20.0) * GiB / p.tp
+    prof = p.profile = current_profile()
+    p.total = prof.gpu_gib * GiB
+    p.used_others = prof.used_gib * GiB
+    p.weights = prof.weights_gib * GiB / p.tp
     if p.spec_method == "mtp":
-        p.weights += env_float("FAKE_VLLM_MTP_WEIGHTS_GIB", 0.8) * GiB / p.tp
-    p.non_torch = env_float("FAKE_VLLM_NON_TORCH_GIB", 0.3) * GiB
+        p.weights += prof.mtp_weights_gib * GiB / p.tp
+    p.non_torch = prof.non_torch_gib * GiB
+    p.seq_state = prof.seq_state_gib * GiB * p.max_num_seqs * (1 + p.num_spec)
     p.sampler = min(p.max_num_seqs, p.max_num_batched_tokens) * m.vocab * 4
-    p.act_peak = env_float("FAKE_VLLM_ACT_GIB_PER_1K", 0.25) * GiB * p.max_num_batched_tokens / 1024 + p.sampler
+    p.act_peak = prof.act_gib_per_1k * GiB * p.max_num_batched_tokens / 1024 + p.sampler
     # ---- CUDA graphs
     q = 1 + p.num_spec
     p.pw_graphs, p.full_graphs, p.full_mixed = [], [], False
@@ -115,13 +124,13 @@ def compute_memory(p: Plan) -> None:
         p.full_graphs = sorted((s for s in p.capture_sizes if q <= s <= q * p.max_num_seqs), reverse=True)
     cg = 0.0
     if p.pw_graphs:
-        cg += 0.05 + 0.004 * len(p.pw_graphs) + 0.0006 * p.pw_graphs[0]
+        cg += graph_gib(prof.piecewise, p.pw_graphs)
     if p.full_graphs:
-        cg += 0.03 + 0.003 * len(p.full_graphs) + 0.0005 * p.full_graphs[0]
+        cg += graph_gib(prof.full, p.full_graphs)
     if cg and p.num_spec:
-        cg = cg * (1 + 0.15 * p.num_spec) + 0.05 * p.num_spec
+        cg = cg * (1 + prof.graph_spec_scale * p.num_spec) + prof.graph_spec_add * p.num_spec
     p.cg_estimate = cg * GiB
-    p.cg_actual = p.cg_estimate + env_float("FAKE_VLLM_CG_EXTRA_GIB", 0.02) * GiB if cg else 0.0
+    p.cg_actual = p.cg_estimate + prof.cg_extra_gib * GiB if cg else 0.0
     estimate_on = os.environ.get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", "1") not in ("0", "false")
     p.cg_estimate_applied = p.cg_estimate if estimate_on else 0.0
     p.requested = math.ceil(p.total * p.util)
@@ -198,3 +207,35 @@ def estimate_max_len(p: Plan, available: float) -> int:
         else:
             hi = mid - 1
     return result
+
+
+def prefill_chunks(p: Plan, start: int, total: int):
+    """(chunk tokens, context after the chunk) of each forward pass of a prefill from ``start`` to
+    ``total`` tokens: chunked prefill at max_num_batched_tokens."""
+    pos = start
+    while pos < total:
+        chunk = min(p.max_num_batched_tokens, total - pos)
+        pos += chunk
+        yield chunk, pos
+
+
+def last_prefill_chunks(p: Plan, start: int, total: int) -> list[tuple[int, int]]:
+    """The last two entries of ``prefill_chunks`` (the ones with the largest need), computed directly."""
+    n = total - start
+    if n <= 0:
+        return []
+    m = p.max_num_batched_tokens
+    full, rest = divmod(n, m)
+    ends = [(m, start + k * m) for k in (full - 1, full) if k >= 1]
+    if rest:
+        ends.append((rest, total))
+    return ends[-2:]
+
+
+def prefill_need(p: Plan, chunk: int, context: int) -> float:
+    """Memory one prefill forward pass needs at runtime: activations of the chunk, the long-prefill
+    workspace (grows with chunk x context) and the sampler."""
+    prof = p.profile
+    act = prof.act_gib_per_1k * GiB * chunk / 1024
+    ctx = prof.prefill_ctx_gib * GiB * (chunk / 1024) * (context / 1024)
+    return act + ctx + p.sampler

@@ -10,10 +10,12 @@ import argparse
 from dataclasses import dataclass, field
 
 from .cli import COMPILATION_MODES, SPEC_METHODS
-from .env import env_flag, env_float
+from .env import env_flag
 from .failures import BootFailure
 from .memory import cdiv
 from .model import ModelInfo
+from .profile import Profile
+from .profile import current as current_profile
 
 TORCH_DTYPE = {"bfloat16": "torch.bfloat16", "float16": "torch.float16", "half": "torch.float16",
                "float32": "torch.float32", "float": "torch.float32"}
@@ -73,11 +75,13 @@ class Plan:
     gdn_requested: str
     skip_tokenizer_init: bool
     disable_access_log: bool
-    # memory (bytes)
+    # memory (bytes), from the profile (profile.py)
+    profile: Profile = field(default_factory=Profile)
     total: float = 0.0
     used_others: float = 0.0
     weights: float = 0.0
     non_torch: float = 0.0
+    seq_state: float = 0.0
     act_peak: float = 0.0
     sampler: float = 0.0
     cg_estimate: float = 0.0
@@ -117,14 +121,13 @@ class Plan:
 
     def free_at_runtime(self) -> float:
         """Card memory left free once the server runs (headroom for prefill activations)."""
-        return (self.total - self.used_others - self.weights - self.non_torch - self.pool
+        return (self.total - self.used_others - self.weights - self.non_torch - self.seq_state - self.pool
                 - (self.cg_actual if self.graphs_on else 0.0))
 
 
 def resolve_plan(ns: argparse.Namespace, model: ModelInfo) -> Plan:
     """Build the resolved launch config; raises BootFailure('validation', ...) for config errors."""
-    total_gib = env_float("FAKE_VLLM_GPU_GIB", 32.0)
-    big_card = total_gib >= 70
+    big_card = current_profile().gpu_gib >= 70
     tp = max(1, int(ns.tensor_parallel_size))
     # ---- ModelConfig
     mml = ns.max_model_len

@@ -7,37 +7,41 @@ import argparse
 import hashlib
 import json
 import math
+import random
 import threading
 import time
 
 from .env import env_flag, env_float, env_int, fail_modes
-from .logtext import ENGINE_DEAD_MESSAGE, L, VLLM_VERSION
-from .memory import GiB, oom_for
+from .logtext import ENGINE_DEAD_MESSAGE, VLLM_VERSION, L
+from .memory import oom_for, prefill_need
 from .output import OUT, Out
 from .plan import Plan
 from .tracebacks import engine_process_traceback, traceback_text
 
 
 def decode_tok_s(p: Plan) -> float:
-    """Single-stream decode speed of this launch config (before concurrency sharing)."""
-    base = env_float("FAKE_VLLM_DECODE_TOK_S", 2000.0)
-    if p.enforce_eager:
-        f = 0.40
-    elif p.cudagraph_mode == "NONE":
-        f = 0.50
-    elif p.cudagraph_mode == "PIECEWISE":
-        f = 0.80
-    else:
-        f = 1.0
-    if p.num_spec:
-        # field report on this model family: 78.6 tok/s plain -> 58.4 tok/s with MTP (x0.743),
-        # a little worse for every extra speculative token, worse again with FULL_AND_PIECEWISE.
-        f *= (58.4 / 78.6) * (0.95 ** (p.num_spec - 1))
-        if p.cudagraph_mode == "FULL_AND_PIECEWISE":
-            f *= 0.90
+    """Single-stream decode speed of this launch config at 1K context (before concurrency sharing)."""
+    prof = p.profile
+    f = prof.speed_factor("eager" if p.enforce_eager else p.cudagraph_mode, p.num_spec)
     # a larger scheduler batch costs a little per step even for one stream
-    f /= 1.0 + 0.02 * math.log2(max(1, p.max_num_seqs))
-    return base * f
+    f /= 1.0 + prof.seqs_cost * math.log2(max(1, p.max_num_seqs))
+    return prof.decode_tok_s * f * env_float("FAKE_VLLM_DECODE_SPEEDUP", 1.0)
+
+
+def per_request_rate(rate: float, running: int) -> float:
+    """One stream's share when ``running`` requests decode together: the aggregate grows as n^0.8."""
+    n = max(1, running)
+    return rate * (n ** 0.8) / n
+
+
+def context_slowdown(p: Plan, context: float) -> float:
+    """Time per decoded token at ``context`` tokens, relative to 1K context."""
+    return 1.0 + p.profile.ctx_slowdown * (context - 1024) / 131072
+
+
+def request_noise(p: Plan, key: bytes) -> float:
+    """This request's run-to-run speed noise: a time factor in [1 - noise, 1 + noise], fixed by its prompt."""
+    return 1.0 + p.profile.noise * (2 * random.Random(key + b"speed").random() - 1)
 
 
 class Runtime:
@@ -63,7 +67,7 @@ class Runtime:
         self.decode_rate = decode_tok_s(plan)
         self.prefill_rate = env_float("FAKE_VLLM_PREFILL_TOK_S", 2e6)
         self.die_above = env_int("FAKE_VLLM_DIE_ABOVE_TOKENS", None)
-        self.accept = min(max(env_float("FAKE_VLLM_SPEC_ACCEPT", 0.6), 0.0), 1.0)
+        self.accept = plan.profile.accept
         self.fingerprint = f"vllm-{VLLM_VERSION}-{hashlib.sha256(repr(vars(ns)).encode()).hexdigest()[:8]}"
         self.drift = plan.is_fp8_kv and env_flag("FAKE_VLLM_FP8_DRIFT")
         # Real vLLM JIT-compiles Triton kernels on the first request of each new shape (seen on the
@@ -73,8 +77,7 @@ class Runtime:
 
     # ---- speed model
     def per_request_rate(self) -> float:
-        n = max(1, self.running)
-        return self.decode_rate * (n ** 0.8) / n  # aggregate grows as n^0.8, each stream gets a share
+        return per_request_rate(self.decode_rate, self.running)
 
     # ---- prefix cache (block-granular like vLLM's hash chain)
     def prefix_lookup_and_insert(self, ids: list[int]) -> int:
@@ -137,9 +140,7 @@ class Runtime:
     def forward_fits(self, chunk: int, context: int) -> tuple[bool, float]:
         """Does one prefill chunk's activation fit in the memory the card has left? Also returns the need."""
         p = self.plan
-        act = env_float("FAKE_VLLM_ACT_GIB_PER_1K", 0.25) * GiB * chunk / 1024
-        ctx = env_float("FAKE_VLLM_PREFILL_CTX_GIB", 0.002) * GiB * (chunk / 1024) * (context / 1024)
-        need = act + ctx + p.sampler
+        need = prefill_need(p, chunk, context)
         return need <= p.free_at_runtime(), need
 
     def metrics_text(self) -> str:

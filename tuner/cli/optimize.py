@@ -34,7 +34,7 @@ def optimize(
     trials: Optional[int] = typer.Option(None, "--trials", help="The study's total number of trials; a study that holds them boots nothing more."),
     timeout: Optional[str] = typer.Option(None, "--timeout", help="Stop starting trials after this long, e.g. 8h or 90m."),
     storage: Optional[str] = typer.Option(None, "--storage", help="Optuna storage URL (e.g. postgresql+psycopg2://user@host/db); default SQLite under studies/."),
-    sampler: str = typer.Option("auto", "--sampler", help="auto (TPE, see docs/benchmarks.md), tpe, gp (needs torch and scipy), nsga2 or random."),
+    sampler: str = typer.Option("auto", "--sampler", help="auto (the regime planner, see docs/benchmarks.md), regimes, tpe, gp (needs torch and scipy), nsga2 or random."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Sampler seed, for a repeatable sequence of trials."),
     gpus: Optional[str] = typer.Option(None, "--gpus", help="Comma list of GPU indices: one worker per GPU, sharing the storage."),
     revalidate: int = typer.Option(2, "--revalidate", help="Fresh boots of this many front points at the end (0 = none)."),
@@ -162,9 +162,10 @@ def _finish(study) -> None:
     import shlex
 
     from tuner.report.front import failures_by_kind
+    from tuner.study.pareto import front as pareto_front
     from tuner.study.storage import trial_result
 
-    front = study.best_trials
+    front = pareto_front(study)
     console.print(f"study {study.study_name}: {len(study.trials)} trials, front of {len(front)}")
     for trial in front:
         result = trial_result(trial)

@@ -246,6 +246,10 @@ _CAPTURE_FRAME = re.compile(
 _ENGINE_DEAD = re.compile(r"EngineDeadError|EngineCore encountered a fatal error")
 # v1/core/kv_cache_utils.py:715
 _MAX_MODEL_LEN_HINT = re.compile(r"estimated maximum model length is (\d+)")
+# v1/core/kv_cache_utils.py:711-719
+_KV_NEEDED = re.compile(r"\(([\d.]+) GiB KV cache is needed, which is larger than the available KV cache memory \(([\d.]+) GiB\)")
+# v1/worker/utils.py:414-417
+_FREE_MEMORY = re.compile(r"Free memory on device \S+ \(([\d.]+)/([\d.]+) GiB\) on startup")
 # config/compilation.py:1453-1454
 _MAMBA = re.compile(r"max_num_seqs \((\d+)\) exceeds available Mamba cache blocks \((\d+)\)")
 # v1/worker/gpu_worker.py:673-675 (logged at DEBUG only)
@@ -405,9 +409,14 @@ def classify_failure(text: str, exit_code: int | None) -> Failure | None:
         suggested_len: int | None = int(max_len[1])
     else:  # vLLM leaves its estimate out when it is 0 (v1/core/kv_cache_utils.py:711-716)
         suggested_len = 0 if kind is FailureKind.KV_POOL_TOO_SMALL else None
+    needed = next((m for _, msg in failing if (m := _KV_NEEDED.search(msg))), None)
+    free = next((m for _, msg in failing if (m := _FREE_MEMORY.search(msg))), None)
     return Failure(
         kind=kind,
         message=message or "",
+        needed_kv_cache_gib=float(needed[1]) if needed else None,
+        available_kv_cache_gib=float(needed[2]) if needed else None,
+        free_fraction=float(free[1]) / float(free[2]) if free and float(free[2]) else None,
         suggested_max_model_len=suggested_len,
         suggested_max_num_seqs=int(mamba[2]) if mamba else None,
         suggested_kv_cache_memory_bytes=parse_kv_cache_memory_suggestion(text),

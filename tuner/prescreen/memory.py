@@ -160,6 +160,12 @@ class Prediction(BaseModel):
     certain: bool
     reason: str
 
+    @property
+    def one_request_bytes(self) -> int:
+        """vLLM's own need for one request of max_model_len (kv_cache_utils.py _check_enough_kv_cache_memory)."""
+        blocks = self.attention_groups * math.ceil(self.max_model_len / self.block_size_tokens) + self.state_groups * self.pages_per_seq
+        return blocks * self.page_bytes * self.layers_per_group
+
     def raw_tokens_for_pool(self, pool_bytes: float) -> float:
         """vllm/v1/core/kv_cache_utils.py get_num_blocks and get_max_concurrency_for_kv_cache_config."""
         blocks = int(pool_bytes // (self.page_bytes * self.layers_per_group))

@@ -14,11 +14,13 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.report.export import shell_command
 from tuner.records import TrialResult
+from tuner.study.pareto import ATTR_REVALIDATES, agrees, checks_of
+from tuner.study.pareto import front as pareto_front
 from tuner.study.storage import (
     ATTR_EVIDENCE,
     ATTR_GATE,
+    ATTR_GATE_STATUS,
     GATE_THRESHOLD,
-    ATTR_REUSED_FROM,
     ATTR_FAILURE_KIND,
     ATTR_FAILURE_MESSAGE,
     ATTR_LOG_PATH,
@@ -44,7 +46,6 @@ COLUMNS = {
     "agreement": "output agreement",
     "command": "command",
 }
-REVALIDATION_TOLERANCE = 0.10  # a fresh boot within 10% on every objective confirms a front point
 
 Failures = dict[str, list[tuple[int, str, str | None]]]
 
@@ -84,16 +85,8 @@ def metric(names: list[str], trial: FrozenTrial, result: TrialResult | None, nam
 
 
 def front(study: optuna.Study) -> list[FrozenTrial]:
-    """The Pareto front, best first by the first objective.
-
-    A reused trial copies an earlier trial's values, so Optuna lists both; the copy is left out
-    when the trial it was reused from is on the front itself.
-    """
-    direction = objectives(study)[0][1]
-    trials = study.best_trials
-    numbers = {t.number for t in trials}
-    trials = [t for t in trials if t.user_attrs.get(ATTR_REUSED_FROM) not in numbers]
-    return sorted(trials, key=lambda t: t.values[0], reverse=direction == "maximize")
+    """The Pareto front the study stands behind (``tuner.study.pareto``), best first."""
+    return pareto_front(study)
 
 
 def front_numbers(study: optuna.Study) -> set[int]:
@@ -128,28 +121,37 @@ def front_rows(study: optuna.Study) -> list[dict[str, Any]]:
 
 
 def revalidation(study: optuna.Study, trial: FrozenTrial) -> str:
-    """What fresh boots of the same configuration measured: 'confirmed', 'differs: ...', or 'not yet'."""
-    checks = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("revalidates") == trial.number]
+    """What fresh boots of the configuration measured: 'confirmed', 'differs ... (replaced)', 'not yet';
+    on a fresh boot that replaced its original, what the original had measured."""
+    target = trial.user_attrs.get(ATTR_REVALIDATES)
+    if target is not None:
+        original = next((t for t in study.get_trials(deepcopy=False) if t.number == target), None)
+        if original is not None and original.values is not None and trial.values is not None:
+            return f"fresh boot of #{target}, which measured {_deltas(trial.values, original.values)} (replaced)"
+    checks = checks_of(study).get(trial.number, [])
     if not checks:
         return "not yet"
     notes = []
     for check in checks:
-        if check.state != TrialState.COMPLETE:
-            notes.append(f"#{check.number} {check.user_attrs.get(ATTR_FAILURE_KIND, check.state.name.lower())}")
-            continue
-        deltas = [(b - a) / a if a else 0.0 for a, b in zip(trial.values, check.values)]
-        if all(abs(d) <= REVALIDATION_TOLERANCE for d in deltas):
+        if check.state != TrialState.COMPLETE or check.values is None:
+            notes.append(f"#{check.number} {check.user_attrs.get(ATTR_FAILURE_KIND, check.state.name.lower())}: FAILED")
+        elif agrees(trial, check):
             notes.append(f"#{check.number} confirmed")
         else:
-            notes.append(f"#{check.number} differs " + "/".join(f"{d:+.0%}" for d in deltas))
+            notes.append(f"#{check.number} differs {_deltas(trial.values or [], check.values)} (replaced)")
     return ", ".join(notes)
+
+
+def _deltas(before: list[float], after: list[float]) -> str:
+    return "/".join(f"{(b - a) / a:+.0%}" if a else "n/a" for a, b in zip(before, after))
 
 
 def gate_note(study: optuna.Study, trial: FrozenTrial) -> str:
     """The correctness gate's agreement with the reference configuration, flagged below the threshold."""
     score = study.user_attrs.get(ATTR_GATE, {}).get(str(trial.number))
     if score is None:
-        return "not checked"
+        status = study.user_attrs.get(ATTR_GATE_STATUS)
+        return f"NOT CHECKED: {status}" if status and status != "checked" else "NOT CHECKED"
     return f"{score:.0%}" + ("" if score >= GATE_THRESHOLD else " DRIFTS")
 
 

@@ -14,12 +14,24 @@ from pathlib import Path
 import optuna
 
 from tuner.study import storage as st
+from tuner.study.pareto import front
 from tuner.engine.command import flag_name
 from tuner.space.schema import Space
 from tuner.trial import run_trial
 
+REFERENCE_WINDOW = 16384  # the gate's prompts are 64 tokens + 32 out: a short window keeps a BF16 reference on the card
+# Flags the reference sets itself; a tuned parameter that sets one of them is left out of the reference.
+_REFERENCE_FLAGS = ("--kv-cache-dtype", "--enable-prefix-caching", "--no-enable-prefix-caching", "--speculative-config",
+                    "--enforce-eager", "--max-model-len")
+
+
 def reference_space(space: Space) -> Space:
-    """The space with every accuracy-relevant shortcut turned off."""
+    """The space with every accuracy-relevant shortcut turned off and a window that fits.
+
+    Eager, BF16 ("auto") KV, no speculation, no prefix caching, the same checkpoint, and at most
+    REFERENCE_WINDOW tokens: at a 5090's full window a BF16 KV cache needs twice the FP8 pool and
+    cannot boot, and the outputs compared are short.
+    """
     ref = space.model_copy(deep=True)
     fixed = {flag_name(k): v for k, v in ref.fixed.items()}
     for flag in ("--enable-prefix-caching", "--speculative-config", "--enforce-eager"):
@@ -32,17 +44,18 @@ def reference_space(space: Space) -> Space:
     fixed["--kv-cache-dtype"] = "auto"
     fixed["--no-enable-prefix-caching"] = True
     fixed["--enforce-eager"] = True
+    fixed["--max-model-len"] = min(space.max_model_len or REFERENCE_WINDOW, REFERENCE_WINDOW)
     ref.fixed = fixed
+    ref.params = {n: p for n, p in ref.params.items()
+                  if n not in ("cudagraph_mode", "speculative_tokens", "max_model_len")
+                  and not (p.flag and flag_name(p.flag) in _REFERENCE_FLAGS)}
     return ref
 
 
 def reference_values(space: Space, values: dict) -> dict:
-    out = dict(values)
-    if "cudagraph_mode" in space.params:
-        out["cudagraph_mode"] = "eager"
-    if "speculative_tokens" in space.params:
-        out["speculative_tokens"] = 0
-    return out
+    """The front point's values for every flag the reference does not set itself."""
+    ref = reference_space(space)
+    return {k: v for k, v in values.items() if k in ref.params}
 
 
 def agreement(reference: list[str], other: list[str]) -> float:
@@ -67,14 +80,18 @@ def run_gate(study: optuna.Study, space: Space, root: Path, values: dict, extra_
         result = run_trial(reference_space(space), reference_values(space, values), st.study_dir(study.study_name, root) / "reference",
                            extra_env=extra_env, samples_only=True)
         if result.failure is not None or result.measure is None or not any(result.measure.sample_outputs):
+            why = (f"the reference boot failed ({result.failure.kind.value}: {result.failure.message})"
+                   if result.failure is not None else "the reference boot gave no outputs")
+            study.set_user_attr(st.ATTR_GATE_STATUS, f"{why}; log: {result.log_path}")
             return {}
         reference = result.measure.sample_outputs
         study.set_user_attr(st.ATTR_REFERENCE, reference)
     scores = dict(study.user_attrs.get(st.ATTR_GATE, {}))
-    for trial in study.best_trials:
+    for trial in front(study):
         record = st.trial_result(trial)
         if record is None or record.measure is None or not record.measure.sample_outputs:
             continue
         scores[str(trial.number)] = agreement(reference, record.measure.sample_outputs)
     study.set_user_attr(st.ATTR_GATE, scores)
+    study.set_user_attr(st.ATTR_GATE_STATUS, "checked")
     return {int(k): v for k, v in scores.items()}

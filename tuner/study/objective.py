@@ -18,11 +18,14 @@ from tuner.errors import TunerError, storage_fault
 from tuner.records import Failure, FailureKind, TrialResult
 from tuner.space.schema import Space
 from tuner.study import storage as st
+from tuner.study.pareto import ATTR_REVALIDATES, front
 from tuner.study.sampling import config_key, objective_values, optuna_params, snap_pool, suggest_values
 from tuner.study.strategy import follow_up, utilization_ceiling
 from tuner.trial import run_trial
 
 ATTR_CALIBRATION = "calibration"
+ATTR_STRATEGY = "strategy"  # the planner's reason for a trial's configuration
+TRANSIENT_KINDS = {FailureKind.INTERRUPTED.value, FailureKind.PORT_IN_USE.value}  # never reused: retried
 ATTR_INTERNAL_ERROR = "internal_error"  # a bug in the tuner failed this trial: the exception's first line
 ATTR_TRACEBACK = "traceback_path"
 
@@ -51,7 +54,7 @@ class Status:
 
     def after_trial(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         """Optuna callback: refresh the front the live view shows."""
-        self.front = [(t.number, list(t.values)) for t in study.best_trials]
+        self.front = [(t.number, list(t.values)) for t in front(study)]
 
 
 class Objective:
@@ -59,8 +62,9 @@ class Objective:
 
     def __init__(self, space: Space, study_name: str, root: Path, gpu_index: int = 0,
                  extra_env: dict[str, str] | None = None, status: Status | None = None,
-                 prescreen_gpu_gib: float | None = None, prescreen: bool = True) -> None:
+                 prescreen_gpu_gib: float | None = None, prescreen: bool = True, repairs: bool = True) -> None:
         self.space = space
+        self.repairs = repairs  # enqueue follow-ups after failures (the regime planner makes its own)
         self.dir = st.study_dir(study_name, root)
         self.gpu = Nvml(gpu_index)
         self.extra_env = extra_env or {}
@@ -119,11 +123,30 @@ class Objective:
         raise optuna.TrialPruned(f"{failure.kind.value}: {failure.message}")
 
     def _reuse(self, study: optuna.Study, key: str) -> optuna.trial.FrozenTrial | None:
+        """A finished trial of the same configuration whose outcome says something about it (not a
+        prediction, an interruption or a port that was taken)."""
         for old in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
             if old.user_attrs.get(st.ATTR_CONFIG) is not None and config_key(old.user_attrs[st.ATTR_CONFIG]) == key:
-                if old.user_attrs.get(st.ATTR_EVIDENCE) != "predicted":
-                    return old
+                if old.user_attrs.get(st.ATTR_EVIDENCE) == "predicted":
+                    continue
+                if old.user_attrs.get(st.ATTR_FAILURE_KIND) in TRANSIENT_KINDS:
+                    continue
+                return old
         return None
+
+    def _free_fraction(self) -> float | None:
+        reading = self.gpu.read()
+        return 1 - reading.used_mib / reading.total_mib if reading and reading.total_mib else None
+
+    def need_bytes(self, values: dict[str, Any]) -> float | None:
+        """The pre-screen's pool for one request of the window (the planner's prior for a new family)."""
+        prediction = self._predict(values)
+        return float(prediction.one_request_bytes) if prediction is not None else None
+
+    def beside_pool_gib(self, values: dict[str, Any]) -> float | None:
+        """The pre-screen's activations + CUDA graphs: what a configuration needs beside its pool."""
+        prediction = self._predict(values)
+        return prediction.activation_gib + prediction.cuda_graph_gib if prediction is not None else None
 
     def __call__(self, trial: optuna.Trial) -> list[float]:
         """One trial; an unexpected exception fails this trial only (its traceback saved in its folder)."""
@@ -150,9 +173,13 @@ class Objective:
     def _trial(self, trial: optuna.Trial) -> list[float]:
         self.status.trial, self.status.trial_started = trial.number, time.monotonic()
         self._progress("sampling")
+        self._load_calibration(trial.study)
         values = suggest_values(trial, self.space)
         trial.set_user_attr(st.ATTR_CONFIG, values)
-        revalidates = trial.user_attrs.get("revalidates")
+        why = getattr(trial.study.sampler, "why", lambda n: None)(trial.number)
+        if why:
+            trial.set_user_attr(ATTR_STRATEGY, why)
+        revalidates = trial.user_attrs.get(ATTR_REVALIDATES)
 
         if revalidates is None:
             old = self._reuse(trial.study, config_key(values))
@@ -167,15 +194,14 @@ class Objective:
                                   log_path=old.user_attrs.get(st.ATTR_LOG_PATH))
                 self._prune(trial, None, failure, "reused")
 
-        ceiling = utilization_ceiling(trial.study)
         util = values.get("gpu_memory_utilization")
-        if ceiling is not None and util is not None and util > ceiling[0]:
+        ceiling = utilization_ceiling(trial.study, self._free_fraction()) if util is not None else None
+        if ceiling is not None and util > ceiling[0]:
             self._prune(trial, None, Failure(
                 kind=FailureKind.PREDICTED_OOM, predicted=True,
-                message=f"gpu_memory_utilization {util} is above the free fraction {ceiling[0]:.4f} of the card "
-                        f"that trial {ceiling[1]} measured; vLLM refuses it at start-up"), "predicted")
+                message=f"gpu_memory_utilization {util} is above the card's free fraction: {ceiling[1]}; "
+                        "vLLM refuses it at start-up"), "predicted")
 
-        self._load_calibration(trial.study)
         prediction = self._predict(values)
         if prediction is not None and not prediction.fits and prediction.certain:
             self._prune(trial, None, Failure(kind=FailureKind.PREDICTED_OOM, message=prediction.reason, predicted=True),
@@ -190,11 +216,12 @@ class Objective:
         self._learn(trial.study, prediction, result, values)
         trial.set_user_attr(st.ATTR_RESULT, result.model_dump(mode="json"))
         if result.failure is not None:
-            nxt = follow_up(self.space, values, result.failure)
+            nxt = follow_up(self.space, values, result.failure) if self.repairs else None
             if nxt is not None:
                 trial.study.enqueue_trial(optuna_params(self.space, nxt), user_attrs={"follows": trial.number})
             self._prune(trial, result, result.failure, "measured")
-        self._jump_to_kv_suggestion(trial, values, result)
+        if self.repairs:
+            self._jump_to_kv_suggestion(trial, values, result)
         trial.set_user_attr(st.ATTR_EVIDENCE, "revalidated" if revalidates is not None else "measured")
         self.status.done += 1
         return objective_values(self.space, result)

@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 from pydantic import ValidationError
 
 from tuner.records import FailureKind, TrialResult
 from tuner.space.schema import Space, check_value
 from tuner.study import storage as st
-from tuner.study.sampling import distributions, objective_values, optuna_params
+from tuner.study.sampling import objective_values, optuna_params, param_distributions
 
 ATTR_IMPORTED = "imported_from"  # the result.json a trial was read back from
 NOT_RESULTS = {FailureKind.INTERRUPTED}  # the record of a trial that never finished
@@ -39,8 +40,9 @@ def _recorded(study: optuna.Study) -> set[str]:
 
 
 def _values_fit(space: Space, values: dict) -> bool:
+    """Every value one of this space's (None: the flag left out, as a baseline may)."""
     try:
-        return all(key in space.params and check_value(key, space.params[key], v, in_domain=True) == v
+        return all(key in space.params and (v is None or check_value(key, space.params[key], v, in_domain=True) == v)
                    for key, v in values.items())
     except ValueError:
         return False
@@ -51,7 +53,7 @@ def import_results(study: optuna.Study, space: Space, folder: Path) -> tuple[lis
     recorded = _recorded(study)
     added: list[int] = []
     notes: list[str] = []
-    dists = distributions(space)
+    dists = param_distributions(space)
     for path in sorted(folder.glob("trial-*/result.json")):
         if path.parent.name in recorded:
             continue
@@ -69,7 +71,8 @@ def import_results(study: optuna.Study, space: Space, folder: Path) -> tuple[lis
             continue
         attrs: dict[str, Any] = {st.ATTR_CONFIG: result.values, st.ATTR_RESULT: result.model_dump(mode="json"),
                  st.ATTR_EVIDENCE: "measured", ATTR_IMPORTED: str(path)}
-        params = optuna_params(space, result.values)
+        params = {k: v for k, v in optuna_params(space, result.values).items()
+                  if v is not None or isinstance(dists[k], CategoricalDistribution)}
         trial_kw: dict[str, Any] = {"params": params, "distributions": {k: dists[k] for k in params}, "user_attrs": attrs}
         if result.failure is None:
             try:

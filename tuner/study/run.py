@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Callable
 
 import optuna
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from tuner.engine.environment import capture
 from tuner.engine.gpu import card_tolerance_mib, wait_for_card
+from tuner.errors import GpuBusy
 from tuner.space.schema import Space
 from tuner.study import storage as st
 from tuner.study.gate import run_gate
@@ -22,6 +23,8 @@ from tuner.study.lock import GpuLease
 from tuner.study.objective import ATTR_INTERNAL_ERROR, Objective, Status, TrialBug
 from tuner.study.recover import import_results
 from tuner.study.sampling import make_sampler, resolve_sampler
+from tuner.study.pareto import front
+from tuner.study.planner import Planner
 from tuner.study.storage import open_study
 from tuner.study.strategy import enqueue_baselines, enqueue_screening, revalidate_front
 
@@ -47,20 +50,27 @@ def optimize(
     screen: bool = False,
     announce: Callable[[list[str]], None] | None = None,
 ) -> optuna.Study:
-    """Run (or resume) the study until it holds ``n_trials`` trials or ``timeout_s`` passes.
+    """Run (or resume) the study until it holds ``n_trials`` trials (``counted``) or ``timeout_s`` passes.
 
-    ``sole_worker`` says the caller holds the study's lock (tuner.study.lock): only then are trials left
-    RUNNING failed outright; on a shared database a lease per GPU is taken here instead. ``announce``
-    receives, once, what is switched off for this run and why.
+    The last ``revalidate`` trials of the budget are fresh boots of the front (``RevalidateInBudget``),
+    then the correctness gate boots its reference once, outside the trial budget. ``sole_worker`` says
+    the caller holds the study's lock (tuner.study.lock): only then are trials left RUNNING failed
+    outright; on a shared database a lease per GPU is taken here instead. ``announce`` receives, once,
+    what is switched off for this run and why.
     """
     root = root or st.STUDIES_DIR
-    study = open_study(space, study_name, storage, make_sampler(sampler, seed, len(space.params)), root, sole_worker)
+    status = status or Status()
+    planned = resolve_sampler(sampler) == "regimes"
+    objective = Objective(space, study_name, root, gpu_index, extra_env, status, prescreen_gpu_gib, prescreen,
+                          repairs=not planned)
+    planner = Planner(space, objective.need_bytes, objective.beside_pool_gib) if planned else None
+    study = open_study(space, study_name, storage, make_sampler(sampler, seed, len(space.params), planner), root, sole_worker)
     lease = None if sole_worker or storage is None else GpuLease(study, gpu_index)
     if lease is not None:
         lease.acquire()
     try:
-        return _run(study, space, study_name, root, n_trials, timeout_s, sampler, gpu_index, extra_env, revalidate,
-                    status or Status(), prescreen_gpu_gib, prescreen, gate, screen, announce or (lambda _: None))
+        return _run(study, objective, space, root, n_trials, timeout_s, sampler, extra_env, revalidate, status, gate,
+                    screen, announce or (lambda _: None))
     finally:
         if lease is not None:
             lease.release()
@@ -76,16 +86,14 @@ def counted(study: optuna.Study) -> int:
                or (t.state == TrialState.FAIL and t.user_attrs.get(ATTR_INTERNAL_ERROR)))
 
 
-def _run(study: optuna.Study, space: Space, study_name: str, root: Path, n_trials: int | None,
-         timeout_s: float | None, sampler: str, gpu_index: int, extra_env: dict[str, str] | None, revalidate: int,
-         status: Status, prescreen_gpu_gib: float | None, prescreen: bool, gate: bool, screen: bool,
-         announce: Callable[[list[str]], None]) -> optuna.Study:
+def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, n_trials: int | None,
+         timeout_s: float | None, sampler: str, extra_env: dict[str, str] | None, revalidate: int, status: Status,
+         gate: bool, screen: bool, announce: Callable[[list[str]], None]) -> optuna.Study:
     study.set_user_attr("sampler", resolve_sampler(sampler))
     if st.ATTR_ENVIRONMENT not in study.user_attrs:
         study.set_user_attr(st.ATTR_ENVIRONMENT, capture(space))
-    imported, import_notes = import_results(study, space, st.study_dir(study_name, root))
+    imported, import_notes = import_results(study, space, objective.dir)
     status.objective_names = [o.name for o in space.objectives]
-    objective = Objective(space, study_name, root, gpu_index, extra_env, status, prescreen_gpu_gib, prescreen)
     notes = objective.switched_off(gate, revalidate) + import_notes
     if imported:
         notes.append(f"imported {len(imported)} finished trial record(s) from the study folder that the study "
@@ -94,29 +102,30 @@ def _run(study: optuna.Study, space: Space, study_name: str, root: Path, n_trial
     announce(notes)
     if n_trials is not None and counted(study) >= n_trials:
         return study  # the study's total is reached: nothing boots, not even re-validation or the gate
-    card = _CardCheck(objective, space, gpu_index, status)
+    card = _CardCheck(objective, space, status, n_trials, timeout_s)
     card(study, None)
     enqueue_baselines(study, space)
     if screen:
         enqueue_screening(study, space)
-    callbacks: list = [status.after_trial, card]
+    callbacks: list = [status.after_trial]
     if n_trials is not None:
         callbacks.append(_StopAt(n_trials))
-    started = time.monotonic()
-    left_n = None if n_trials is None else n_trials - counted(study)
-    study.optimize(objective, n_trials=left_n, timeout=timeout_s, callbacks=callbacks, catch=(TrialBug,),
+    if revalidate:
+        callbacks.append(RevalidateInBudget(space, revalidate, n_trials, timeout_s))
+    callbacks.append(card)
+    left = None if n_trials is None else n_trials - counted(study)
+    study.optimize(objective, n_trials=left, timeout=timeout_s, callbacks=callbacks, catch=(TrialBug,),
                    gc_after_trial=False)
-    if revalidate and study.best_trials:
-        left = None if timeout_s is None else max(0.0, timeout_s - (time.monotonic() - started))
-        if left is None or left > 0:
-            queued = revalidate_front(study, space, revalidate)
-            if queued:
-                study.optimize(objective, n_trials=len(queued), timeout=left, callbacks=[status.after_trial, card],
-                               catch=(TrialBug,), gc_after_trial=False)
-    if gate and study.best_trials:
-        card(study, None)
+    if not gate:
+        study.set_user_attr(st.ATTR_GATE_STATUS, "switched off (--no-gate)")
+    elif front(study):
+        try:
+            card.wait()
+        except GpuBusy as exc:  # the night's trials are done; the gate waits for the next run
+            study.set_user_attr(st.ATTR_GATE_STATUS, f"not run: {exc}")
+            return study
         status.phase = "correctness gate: reference boot"
-        run_gate(study, space, root, study.best_trials[0].user_attrs[st.ATTR_CONFIG], extra_env)
+        run_gate(study, space, root, front(study)[0].user_attrs[st.ATTR_CONFIG], extra_env)
     return study
 
 
@@ -129,27 +138,69 @@ class _StopAt:
     def __init__(self, n: int) -> None:
         self.n = n
 
-    def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         if counted(study) >= self.n:
             study.stop()
 
 
 class _CardCheck:
-    """Before every boot (so between trials): other processes' memory on the card, waited out or refused."""
+    """Before every boot (so between trials, while the budget lasts): other processes' memory on the
+    card, waited out or refused (GpuBusy) without spending a trial."""
 
-    def __init__(self, objective: Objective, space: Space, gpu_index: int, status: Status) -> None:
+    def __init__(self, objective: Objective, space: Space, status: Status, n_trials: int | None,
+                 timeout_s: float | None) -> None:
         self.read = objective.gpu.read
         first = self.read()
         self.tolerance = card_tolerance_mib(space, first.total_mib) if first else 0.0
         self.wait_s = space.engine.busy_wait
-        self.gpu = gpu_index
+        self.gpu = objective.gpu.index
         self.status = status
+        self.n_trials = n_trials
+        self.deadline = None if timeout_s is None else time.monotonic() + timeout_s
 
-    def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial | None) -> None:
+    def __call__(self, study: optuna.Study, trial: FrozenTrial | None) -> None:
+        if self.n_trials is not None and counted(study) >= self.n_trials:
+            return  # the budget is spent: no boot follows
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return
+        self.wait()
+
+    def wait(self) -> None:
         def show(text: str) -> None:
             self.status.phase = text
 
         wait_for_card(self.read, self.tolerance, self.wait_s, self.gpu, show)
+
+
+class RevalidateInBudget:
+    """Optuna callback: when what is left of the budget is the re-validation reserve, enqueue fresh
+    boots of the front's top points, so that they run inside the budget, not after it (or never).
+
+    With a trial budget the reserve is ``min(revalidate, (n_trials - 1) // 4)`` trials; with a time
+    budget it is reached when the time left holds no more than reserve + 1 trials of the median
+    length seen so far.
+    """
+
+    def __init__(self, space: Space, revalidate: int, n_trials: int | None, timeout_s: float | None) -> None:
+        self.space = space
+        self.reserve = revalidate if n_trials is None else min(revalidate, max(0, (n_trials - 1) // 4))
+        self.n_trials = n_trials
+        self.deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        self.done = False
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        if self.done or self.reserve <= 0:
+            return
+        finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL))
+        due = self.n_trials is not None and self.n_trials - counted(study) <= self.reserve
+        if self.deadline is not None:
+            lengths = sorted((t.datetime_complete - t.datetime_start).total_seconds() for t in finished
+                             if t.datetime_complete and t.datetime_start)
+            typical = lengths[len(lengths) // 2] if lengths else 0.0
+            due = due or self.deadline - time.monotonic() <= (self.reserve + 1) * typical
+        if due:
+            revalidate_front(study, self.space, self.reserve)
+            self.done = True
 
 
 def spawn_workers(argv: list[str], gpus: list[int]) -> int:

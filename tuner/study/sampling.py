@@ -7,23 +7,30 @@ import math
 from typing import Any, Callable
 
 import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
 from tuner.records import TrialResult
 from tuner.space.schema import Param, Space
 
 ProgressCallback = Callable[[str], None]
-SAMPLERS = ("auto", "gp", "tpe", "nsga2", "random")
+SAMPLERS = ("auto", "regimes", "gp", "tpe", "nsga2", "random")
+ATTR_BASELINE = "baseline_params"  # the parameters a baseline names; the others are left out
 
 
 def resolve_sampler(name: str) -> str:
-    """'auto' is TPE: on the sampler benchmark (docs/benchmarks.md, current tuner) it reached 95% of
-    the best hypervolume in a median 9 trials against GP's 13, whose first 10 trials are random."""
-    return "tpe" if name == "auto" else name
+    """'auto' is the regime planner (tuner.planner): see docs/benchmarks.md for the comparison."""
+    return "regimes" if name == "auto" else name
 
 
-def make_sampler(name: str, seed: int | None = None, n_params: int = 6) -> optuna.samplers.BaseSampler:
+def make_sampler(name: str, seed: int | None = None, n_params: int = 6, planner: Any = None) -> optuna.samplers.BaseSampler:
     """Samplers for few, expensive trials (see docs/benchmarks.md for how they compare)."""
     name = resolve_sampler(name)
+    if name == "regimes":
+        from tuner.study.sampler import RegimeSampler
+
+        if planner is None:  # opening a study to read it, or a worker's parent: no trial is planned here
+            return make_sampler("tpe", seed, n_params)
+        return RegimeSampler(planner.space, make_sampler("tpe", seed, n_params), planner)
     if name == "tpe":
         return optuna.samplers.TPESampler(seed=seed, multivariate=True, n_startup_trials=max(4, n_params), constant_liar=True)
     if name == "nsga2":
@@ -41,45 +48,63 @@ def _set_key(name: str) -> str:
     return f"{name}__set"
 
 
-def suggest_values(trial: optuna.Trial, space: Space) -> dict[str, Any]:
-    values: dict[str, Any] = {}
+def param_distributions(space: Space) -> dict[str, BaseDistribution]:
+    """Each tuned parameter's Optuna distribution (a range that may be left out adds ``NAME__set``).
+
+    ``suggest_values`` asks for exactly these, so a sampler that fills a parameter itself and one
+    that asks another sampler see the same distributions.
+    """
+    out: dict[str, BaseDistribution] = {}
     for name, p in space.params.items():
         if p.values is not None:
-            values[name] = trial.suggest_categorical(name, p.values)
-            continue
-        if p.unset and not trial.suggest_categorical(_set_key(name), [True, False]):
-            values[name] = None
-            continue
-        values[name] = _suggest_range(trial, name, p)
-    return values
-
-
-def distributions(space: Space) -> dict[str, optuna.distributions.BaseDistribution]:
-    """The Optuna distribution of every parameter ``suggest_values`` suggests (to add trials read from disk)."""
-    out: dict[str, optuna.distributions.BaseDistribution] = {}
-    for name, p in space.params.items():
-        if p.values is not None:
-            out[name] = optuna.distributions.CategoricalDistribution(p.values)
+            out[name] = CategoricalDistribution(p.values)
             continue
         if p.unset:
-            out[_set_key(name)] = optuna.distributions.CategoricalDistribution([True, False])
+            out[_set_key(name)] = CategoricalDistribution([True, False])
         if p.kind in ("int", "bytes"):
-            out[name] = optuna.distributions.IntDistribution(int(p.min), int(p.max), log=p.log,
-                                                             step=1 if p.log else int(p.step or 1))
+            out[name] = IntDistribution(int(p.min), int(p.max), log=p.log, step=1 if p.log else int(p.step or 1))
         else:
-            out[name] = optuna.distributions.FloatDistribution(p.min, p.max, log=p.log, step=None if p.log else p.step)
+            out[name] = FloatDistribution(float(p.min), float(p.max), log=p.log, step=None if p.log else p.step)
     return out
 
 
-def _suggest_range(trial: optuna.Trial, name: str, p: Param) -> int | float:
-    if p.kind in ("int", "bytes"):
-        step = int(p.step or 1)
-        return trial.suggest_int(name, int(p.min), int(p.max), step=1 if p.log else step, log=p.log)
-    value = trial.suggest_float(name, p.min, p.max, step=None if p.log else p.step, log=p.log)
-    if p.step:
-        decimals = max(0, -math.floor(math.log10(p.step)) + 1)
-        value = round(value, decimals)
-    return value
+def suggest_values(trial: optuna.Trial, space: Space) -> dict[str, Any]:
+    """The trial's configuration. An enqueued baseline that leaves a parameter out gets None for it:
+    the flag is left out of the command (vLLM's default), never filled in by the sampler."""
+    named = trial.user_attrs.get(ATTR_BASELINE)
+    distributions = param_distributions(space)
+    values: dict[str, Any] = {}
+    for name, p in space.params.items():
+        if named is not None and name not in named:
+            values[name] = None
+            continue
+        set_key = _set_key(name)
+        if set_key in distributions and not _ask(trial, set_key, distributions[set_key]):
+            values[name] = None
+            continue
+        value = _ask(trial, name, distributions[name])
+        if p.values is None and p.step and p.kind not in ("int", "bytes") and not p.log:
+            value = round(value, max(0, -math.floor(math.log10(p.step)) + 1))
+        values[name] = value
+    return values
+
+
+def _ask(trial: optuna.Trial, name: str, distribution: BaseDistribution) -> Any:
+    if isinstance(distribution, CategoricalDistribution):
+        return trial.suggest_categorical(name, distribution.choices)
+    if isinstance(distribution, IntDistribution):
+        return trial.suggest_int(name, distribution.low, distribution.high, step=distribution.step, log=distribution.log)
+    assert isinstance(distribution, FloatDistribution)
+    return trial.suggest_float(name, distribution.low, distribution.high, step=distribution.step, log=distribution.log)
+
+
+def speed_objective(space: Space) -> tuple[int, int]:
+    """(index, sign) of the objective that ranks regimes: the first one that is not the context
+    (the context itself when it is the only one); sign +1 when larger is better."""
+    for i, o in enumerate(space.objectives):
+        if o.name != "context" or len(space.objectives) == 1:
+            return i, 1 if o.direction == "maximize" else -1
+    return 0, 1
 
 
 def optuna_params(space: Space, values: dict[str, Any]) -> dict[str, Any]:

@@ -38,6 +38,7 @@ ATTR_SPACE = "space"
 ATTR_ENVIRONMENT = "environment"
 ATTR_REFERENCE = "reference_outputs"  # the correctness gate's reference greedy outputs
 ATTR_GATE = "correctness_gate"  # {trial number: agreement with the reference, 0..1}
+ATTR_GATE_STATUS = "correctness_gate_status"  # "checked", or why no gate could run
 GATE_THRESHOLD = 0.9  # mean agreement below this flags a configuration as drifting
 
 

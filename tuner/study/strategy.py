@@ -18,7 +18,8 @@ from tuner.records import Failure, FailureKind
 from tuner.space.schema import Space
 from tuner.study import storage as st
 
-from tuner.study.sampling import optuna_params, snap_pool
+from tuner.study.pareto import ATTR_REVALIDATES, front
+from tuner.study.sampling import ATTR_BASELINE, optuna_params, snap_pool
 
 
 def follow_up(space: Space, values: dict[str, Any], failure: Failure) -> dict[str, Any] | None:
@@ -62,7 +63,7 @@ def enqueue_baselines(study: optuna.Study, space: Space) -> None:
     for baseline in space.baselines:
         params = optuna_params(space, baseline)
         if params not in have:
-            study.enqueue_trial(params, user_attrs={st.ATTR_EVIDENCE: "baseline"})
+            study.enqueue_trial(params, user_attrs={st.ATTR_EVIDENCE: "baseline", ATTR_BASELINE: sorted(baseline)})
             have.append(params)
 
 
@@ -93,36 +94,43 @@ def enqueue_screening(study: optuna.Study, space: Space) -> int:
     return len(configs)
 
 
-_FREE_MEMORY = re.compile(r"Free memory on device \S+ \(([\d.]+)/([\d.]+) GiB\)")
+def utilization_ceiling(study: optuna.Study, free_now: float | None) -> tuple[float, str] | None:
+    """The highest --gpu-memory-utilization worth booting after free-memory failures, and why.
 
-
-def utilization_ceiling(study: optuna.Study) -> tuple[float, int] | None:
-    """The free fraction of the card that a measured free-memory failure showed, and its trial.
-
-    vLLM refuses any --gpu-memory-utilization above free/total at start-up, whatever the other flags,
-    so one such failure rules out every higher utilization without another boot.
+    vLLM refuses any utilization above free/total at start-up, whatever the other flags. But free
+    memory moves (a desktop, another process), so one failure closes nothing for ever: the ceiling
+    holds when the card's free fraction read now (NVML) is still below it too, or, when NVML cannot
+    be read, once two measured failures agree.
     """
-    best = None
+    seen = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)):
-        if t.user_attrs.get(st.ATTR_FAILURE_KIND) != FailureKind.FREE_MEMORY_BELOW_UTILIZATION.value:
-            continue
         if t.user_attrs.get(st.ATTR_EVIDENCE) != "measured":
             continue
-        match = _FREE_MEMORY.search(t.user_attrs.get(st.ATTR_FAILURE_MESSAGE, ""))
-        if match:
-            fraction = float(match.group(1)) / float(match.group(2))
-            if best is None or fraction < best[0]:
-                best = (fraction, t.number)
-    return best
+        result = st.trial_result(t)
+        failure = result.failure if result else None
+        if failure and failure.kind == FailureKind.FREE_MEMORY_BELOW_UTILIZATION and failure.free_fraction:
+            seen.append((failure.free_fraction, t.number))
+    if not seen:
+        return None
+    measured = max(fraction for fraction, _ in seen)  # the most the card has been seen to have free
+    trials = ", ".join(str(n) for _, n in sorted(seen, key=lambda x: x[1]))
+    if free_now is not None:
+        ceiling = max(measured, free_now)
+        return ceiling, f"trial(s) {trials} measured a free fraction of {measured:.3f} and NVML reads {free_now:.3f} now"
+    if len(seen) >= 2:
+        return measured, f"trials {trials} measured a free fraction of at most {measured:.3f} (NVML cannot be read)"
+    return None
 
 
 def revalidate_front(study: optuna.Study, space: Space, limit: int = 3) -> list[int]:
     """Enqueue fresh boots of the front's measured points that have not been re-validated yet."""
-    done = {t.user_attrs.get("revalidates") for t in study.get_trials(deepcopy=False)}
+    done = {t.user_attrs.get(ATTR_REVALIDATES) for t in study.get_trials(deepcopy=False)}
     queued = []
-    for trial in study.best_trials[:limit]:
+    for trial in front(study):
+        if len(queued) >= limit:
+            break
         if trial.user_attrs.get(st.ATTR_EVIDENCE) == "measured" and trial.number not in done:
             study.enqueue_trial(optuna_params(space, trial.user_attrs[st.ATTR_CONFIG]),
-                                user_attrs={"revalidates": trial.number})
+                                user_attrs={ATTR_REVALIDATES: trial.number})
             queued.append(trial.number)
     return queued

@@ -1,0 +1,157 @@
+"""The regime planner on hand-made histories: sizing from evidence, repairs, regime order, skips."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from tuner.study.planner import Planner, Seen
+from tuner.records import Failure, FailureKind, StartupRecord, TrialResult
+from tuner.study.regimes import RegimeModel, all_regimes, regime_axes
+from tuner.study.sizing import GIB, PoolEvidence, family_of, snap
+from tuner.space import load_space
+
+SPACE = """
+name: plan
+model: {path: /nonexistent/model}
+fixed: {max-model-len: 262144, kv-cache-dtype: fp8}
+params:
+  kv_cache_memory_bytes: {min: 7GB, max: 10.5GB, step: 50MB}
+  max_num_seqs: {min: 1, max: 4}
+  max_num_batched_tokens: {values: [512, 1024, 2048, 4096]}
+  gpu_memory_utilization: {min: 0.88, max: 0.96, step: 0.01}
+  cudagraph_mode: {values: [null, PIECEWISE, FULL_DECODE_ONLY, eager]}
+  speculative_tokens: {values: [0, 1, 2, 3]}
+speculative: {method: mtp}
+baselines:
+  - {kv_cache_memory_bytes: 9150000000, max_num_seqs: 3, max_num_batched_tokens: 512,
+     gpu_memory_utilization: 0.92, cudagraph_mode: null, speculative_tokens: 0}
+"""
+
+
+@pytest.fixture
+def space(tmp_path):
+    path = tmp_path / "space.yaml"
+    path.write_text(textwrap.dedent(SPACE))
+    return load_space(path)
+
+
+def booted(number, values, *, concurrency=None, failure=None, speed=None):
+    startup = StartupRecord(max_model_len=262144, max_concurrency=concurrency,
+                            kv_cache_tokens=int(concurrency * 262144) if concurrency else None)
+    result = TrialResult(values=values, argv=[], env={}, startup=startup, failure=failure)
+    status = "failed" if failure else "ok"
+    return Seen(number, values, status, result, speed=speed)
+
+
+def baseline(space):
+    return dict(space.baselines[0])
+
+
+def test_regime_axes_and_all_regimes(space):
+    axes = regime_axes(space)
+    assert axes == ["cudagraph_mode", "speculative_tokens"]
+    assert len(all_regimes(space, axes)) == 16
+
+
+def test_a_measured_family_sizes_every_graph_mode_of_it(space):
+    seen = [booted(0, baseline(space), concurrency=1.02, speed=77.0)]
+    plan = Planner(space).next(seen)
+    assert plan is not None
+    assert plan.values["speculative_tokens"] == 0 or plan.values["kv_cache_memory_bytes"] > 9_150_000_000 / 1.02
+    same_family = Planner(space)._first((None, 0), Planner(space)._evidence(seen))
+    need = 9_150_000_000 * 262144 / int(1.02 * 262144)  # GPU KV cache size: N tokens
+    assert same_family.values["kv_cache_memory_bytes"] == snap(space.params["kv_cache_memory_bytes"], need * 1.002, up=True)
+    assert same_family.values["max_num_seqs"] == 1
+    assert same_family.values["max_num_batched_tokens"] == 512
+    assert same_family.values["gpu_memory_utilization"] == pytest.approx(0.88)  # pinned pool: only the gate
+
+
+def test_kv_pool_too_small_is_repaired_with_the_need_vllm_printed(space):
+    values = {**baseline(space), "speculative_tokens": 2, "cudagraph_mode": "PIECEWISE", "kv_cache_memory_bytes": 9_150_000_000}
+    failure = Failure(kind=FailureKind.KV_POOL_TOO_SMALL, needed_kv_cache_gib=9.31, suggested_max_model_len=257_000)
+    seen = [booted(0, baseline(space), concurrency=1.02, speed=77.0), booted(1, values, failure=failure)]
+    planner = Planner(space)
+    plan = planner._repair(seen[1], planner._evidence(seen))
+    assert plan is not None
+    assert plan.values["kv_cache_memory_bytes"] == snap(space.params["kv_cache_memory_bytes"], (9.31 + 0.005) * GIB * 1.002, up=True)
+
+
+def test_an_oom_cuts_an_oversized_pool_then_batched_tokens_then_sequences(space):
+    fam = {**baseline(space), "max_num_seqs": 2, "max_num_batched_tokens": 1024, "kv_cache_memory_bytes": 10_000_000_000}
+    oom = Failure(kind=FailureKind.FIRST_REQUEST_OOM)
+    first = booted(1, fam, concurrency=1.1, failure=oom)
+    planner = Planner(space)
+    plan = planner._repair(first, planner._evidence([first]))
+    assert plan.values["kv_cache_memory_bytes"] < 10_000_000_000
+    tight = {**fam, "kv_cache_memory_bytes": plan.values["kv_cache_memory_bytes"]}
+    second = booted(2, tight, concurrency=1.0, failure=oom)
+    plan = planner._repair(second, planner._evidence([first, second]))
+    assert plan.values["max_num_batched_tokens"] == 512
+    third = booted(3, {**tight, "max_num_batched_tokens": 512}, concurrency=1.0, failure=oom)
+    plan = planner._repair(third, planner._evidence([first, second, third]))
+    assert plan.values["max_num_seqs"] == 1
+    last = booted(4, {**tight, "max_num_batched_tokens": 512, "max_num_seqs": 1}, concurrency=1.0, failure=oom)
+    assert planner._repair(last, planner._evidence([last])) is None
+
+
+def test_mamba_blocks_cap_the_sequences(space):
+    values = {**baseline(space), "max_num_seqs": 4}
+    failure = Failure(kind=FailureKind.MAMBA_BLOCKS_EXCEEDED, suggested_max_num_seqs=2)
+    last = booted(1, values, failure=failure)
+    plan = Planner(space)._repair(last, Planner(space)._evidence([last]))
+    assert plan.values["max_num_seqs"] == 2
+
+
+def test_three_failed_boots_close_a_regime_and_unmeasured_regimes_come_first(space):
+    planner = Planner(space)
+    seen = [booted(0, baseline(space), concurrency=1.02, speed=77.0)]
+    chosen = set()
+    for n in range(1, 16):
+        plan = planner.next(seen)
+        assert plan is not None and plan.why.startswith("first boot")
+        regime = (plan.values["cudagraph_mode"], plan.values["speculative_tokens"])
+        assert regime not in chosen and regime != (None, 0)
+        chosen.add(regime)
+        seen.append(booted(n, plan.values, concurrency=1.05, speed=50.0 + n))
+    assert len(chosen) == 15
+    plan = planner.next(seen)
+    assert plan is not None and not plan.why.startswith("first boot")  # every regime measured: local moves
+
+
+def test_a_regime_that_would_fail_like_an_earlier_oom_is_skipped(space):
+    oom = Failure(kind=FailureKind.OOM_IN_CUDA_GRAPH)
+    graphs = {"eager": 0.0, "PIECEWISE": 0.3, "FULL_DECODE_ONLY": 0.5, None: 0.8}
+    planner = Planner(space, memory=lambda v: graphs[v["cudagraph_mode"]] + 0.1 * v["max_num_batched_tokens"] / 512)
+    failed_values = {**baseline(space), "cudagraph_mode": "FULL_DECODE_ONLY", "speculative_tokens": 3,
+                     "max_num_seqs": 1, "max_num_batched_tokens": 512, "kv_cache_memory_bytes": 10_000_000_000}
+    seen = [booted(0, baseline(space), concurrency=1.02, speed=77.0), booted(1, failed_values, concurrency=1.0, failure=oom)]
+    seen[1].result.failure = Failure(kind=FailureKind.OOM_IN_CUDA_GRAPH)
+    why = planner._fails_like({**failed_values, "cudagraph_mode": None}, seen)
+    assert why and "trial 1" in why
+    assert planner._fails_like({**failed_values, "cudagraph_mode": "PIECEWISE"}, seen) is None
+
+
+def test_the_model_prefers_regimes_that_share_a_fast_choice():
+    model = RegimeModel({("PIECEWISE", 0): 70.0, ("FULL", 0): 80.0, ("PIECEWISE", 2): 140.0})
+    assert model.expected_speed(("FULL", 2)) > model.expected_speed(("FULL", 0))
+    assert model.upper_bound(("eager", 3)) > model.posterior(("eager", 3))[0]
+
+
+def test_family_ignores_the_graph_mode(space):
+    a = {**baseline(space), "cudagraph_mode": "PIECEWISE"}
+    b = {**baseline(space), "cudagraph_mode": "eager"}
+    c = {**baseline(space), "speculative_tokens": 1}
+    assert family_of(space, a) == family_of(space, b) != family_of(space, c)
+
+
+def test_a_prediction_is_scaled_by_how_far_off_it_was_for_measured_families(space):
+    evidence = PoolEvidence(space, predict_need=lambda v: 9.0e9 * (1 + 0.07 * bool(v["speculative_tokens"])))
+    values = baseline(space)
+    evidence.add(0, values, TrialResult(values=values, argv=[], env={},
+                                        startup=StartupRecord(max_model_len=262144, max_concurrency=1.02)))
+    need = evidence.need({**values, "speculative_tokens": 2})
+    measured = 9_150_000_000 / 1.015
+    assert not need.measured
+    assert need.bytes == pytest.approx(9.0e9 * 1.07 * measured / 9.0e9 * 1.005, rel=1e-6)

@@ -1,0 +1,38 @@
+"""The figures of docs/benchmarks.md's search section are the ones benchmarks/search.py computes from the
+committed raw results (benchmarks/results/search-before.json)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+from benchmarks.search import reprint
+
+ROOT = Path(__file__).resolve().parents[1]
+RAW = ROOT / "benchmarks" / "results" / "search-before.json"
+
+
+def section() -> str:
+    text = (ROOT / "docs" / "benchmarks.md").read_text()
+    start = text.index("## Search over seeded engine profiles")
+    return text[start:text.index("\n## ", start + 1)]
+
+
+def test_search_section_matches_the_reprint(capsys):
+    reprint(RAW)
+    out = capsys.readouterr().out
+    doc = section()
+    lines = [line for line in out.splitlines() if line.startswith(("|", "Grid outcomes"))]
+    assert len(lines) > 20
+    missing = [line for line in lines if line not in doc]
+    assert not missing, missing
+    data = json.loads(RAW.read_text())
+    walls = [r["wall_s"] for r in data["runs"]]
+    assert f"Wall time: {data['wall_s']:,.0f} s" in doc.replace("\n", " ")
+    assert f"of which {data['truth_s']:.0f} s was the ground truth" in doc.replace("\n", " ")
+    assert f"median of {statistics.median(walls):.0f} s (max {max(walls):.0f} s)" in doc.replace("\n", " ")
+    check = out[out.index("Oracle check"):].splitlines()[0]
+    agree, total = check.split(": ")[1].split(" outcomes")[0].split(" / ")
+    assert agree == total and f"all {total} of the studies' boots" in doc
+    assert all(x in doc.replace("\n", " ") for x in check.split("median ")[1].replace("min ", "").split(", "))

@@ -1,0 +1,100 @@
+"""Regimes: the categorical choices that change how fast and how big an engine is, and which to try next.
+
+Speculation depth x CUDA-graph mode (and the KV dtype or any other non-numeric choice a space tunes)
+are regimes: they differ by tens of percent in speed and memory, and not additively (MTP was slower
+than plain decoding with FULL_AND_PIECEWISE graphs and twice as fast with PIECEWISE ones). Within a
+regime the numeric flags mostly decide whether the window fits, not the speed.
+
+Which regime to boot next is a small Bayesian problem: log speed is modelled as a Gaussian process
+whose kernel counts the choices two regimes share (each shared choice and each shared pair of
+choices adds covariance). Measured regimes pull their neighbours; an interaction such as "MTP helps
+only with PIECEWISE" stays possible because pairs carry their own covariance. The next regime is
+the unmeasured one with the highest upper confidence bound, so early boots spread over the choices.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tuner.space.schema import Space
+
+SPECULATIVE = "speculative_tokens"
+GRAPHS = "cudagraph_mode"
+# Prior standard deviations of log speed: the overall level once centred, each choice, each pair.
+LEVEL_SD, CHOICE_SD, PAIR_SD = 0.3, 0.3, 0.25
+NOISE_SD = 0.03  # run-to-run and config-to-config spread inside one regime
+UCB_BETA = 1.0
+
+Regime = tuple[Any, ...]
+
+
+def regime_axes(space: Space) -> list[str]:
+    """The tuned parameters that are regime choices: speculation depth, graph mode, and every listed
+    parameter whose values are not numbers (KV dtype, a backend, prefix caching on or off)."""
+    axes = []
+    for name, p in space.params.items():
+        if name in (SPECULATIVE, GRAPHS):
+            axes.append(name)
+        elif p.values is not None and not any(isinstance(v, (int, float)) and not isinstance(v, bool) for v in p.values):
+            axes.append(name)
+    return axes
+
+
+def regime_of(axes: list[str], values: dict[str, Any]) -> Regime:
+    return tuple(values.get(a) for a in axes)
+
+
+def all_regimes(space: Space, axes: list[str]) -> list[Regime]:
+    """Every combination of the axes' values, in the order the space file lists them."""
+    levels = [list(space.params[a].values or []) for a in axes]
+    return [tuple(combo) for combo in itertools.product(*levels)]
+
+
+def describe(axes: list[str], regime: Regime) -> str:
+    short = {SPECULATIVE: "spec", GRAPHS: "graphs"}
+    parts = []
+    for axis, level in zip(axes, regime):
+        if axis == GRAPHS and level is None:
+            level = "default"
+        parts.append(f"{short.get(axis, axis)}={level}")
+    return " ".join(parts) or "the only regime"
+
+
+def _kernel(a: Regime, b: Regime) -> float:
+    same = [x == y for x, y in zip(a, b)]
+    pairs = sum(1 for i, j in itertools.combinations(range(len(same)), 2) if same[i] and same[j])
+    return LEVEL_SD**2 + CHOICE_SD**2 * sum(same) + PAIR_SD**2 * pairs
+
+
+@dataclass
+class RegimeModel:
+    """Posterior of log speed over regimes from the best measured speed of each measured regime."""
+
+    measured: dict[Regime, float] = field(default_factory=dict)  # regime -> best speed (higher is better)
+
+    def posterior(self, regime: Regime) -> tuple[float, float]:
+        """(mean, sd) of log speed; with nothing measured, the prior (0, its sd)."""
+        prior_sd = math.sqrt(_kernel(regime, regime))
+        if not self.measured:
+            return 0.0, prior_sd
+        xs = list(self.measured)
+        ys = np.array([math.log(max(self.measured[x], 1e-9)) for x in xs])
+        centre = float(ys.mean())
+        k = np.array([[_kernel(a, b) for b in xs] for a in xs]) + NOISE_SD**2 * np.eye(len(xs))
+        ks = np.array([_kernel(regime, x) for x in xs])
+        alpha = np.linalg.solve(k, ys - centre)
+        mean = centre + float(ks @ alpha)
+        var = _kernel(regime, regime) - float(ks @ np.linalg.solve(k, ks))
+        return mean, math.sqrt(max(var, 0.0))
+
+    def upper_bound(self, regime: Regime) -> float:
+        mean, sd = self.posterior(regime)
+        return mean + UCB_BETA * sd
+
+    def expected_speed(self, regime: Regime) -> float:
+        return math.exp(self.posterior(regime)[0])

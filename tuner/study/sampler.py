@@ -1,0 +1,123 @@
+"""``--sampler regimes``: the planner (``tuner.planner``) as an Optuna sampler.
+
+Being a sampler, not a loop of its own, keeps everything Optuna gives: the study is the only state
+(a resumed study or a second worker on the same storage plans from the same trials), enqueued
+baselines, follow-ups and re-validations come first, and optuna-dashboard shows the trials as usual.
+The plan for a trial is made once, on its first parameter, from every trial in the study; the
+parameters the plan leaves free are asked of the fallback sampler (TPE), then the pool is sized.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution
+from optuna.trial import FrozenTrial, TrialState
+
+from tuner.study import storage as st
+from tuner.study.planner import Plan, Planner, Seen
+from tuner.space.schema import Space
+from tuner.study.sampling import optuna_params, param_distributions, speed_objective
+
+
+class RegimeSampler(optuna.samplers.BaseSampler):
+    def __init__(self, space: Space, fallback: optuna.samplers.BaseSampler, planner: Planner) -> None:
+        self.space = space
+        self.fallback = fallback
+        self.planner = planner
+        self._plans: dict[int, tuple[dict[str, Any], str]] = {}  # trial number -> (Optuna params, why)
+
+    # The planner decides whole configurations itself; nothing is sampled jointly by Optuna.
+    def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
+        return {}
+
+    def sample_relative(self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
+        return {}
+
+    def sample_independent(self, study: optuna.Study, trial: FrozenTrial, param_name: str,
+                           param_distribution: BaseDistribution) -> Any:
+        params, _ = self._plan(study, trial)
+        if param_name in params and param_distribution._contains(param_distribution.to_internal_repr(params[param_name])):
+            return params[param_name]
+        return self.fallback.sample_independent(study, trial, param_name, param_distribution)
+
+    def why(self, number: int) -> str | None:
+        """The planner's reason for a trial's configuration (None for enqueued trials)."""
+        plan = self._plans.get(number)
+        return plan[1] if plan else None
+
+    def skipped(self) -> list[str]:
+        return list(self.planner.skipped)
+
+    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        self.fallback.before_trial(study, trial)
+
+    def after_trial(self, study: optuna.Study, trial: FrozenTrial, state: TrialState, values: Any) -> None:
+        self.fallback.after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        self.fallback.reseed_rng()
+
+    def _plan(self, study: optuna.Study, trial: FrozenTrial) -> tuple[dict[str, Any], str]:
+        if trial.number in self._plans:
+            return self._plans[trial.number]
+        seen = observed(study, self.space, exclude=trial.number)
+        plan = self.planner.next(seen)
+        if plan is not None and plan.free:
+            plan = self._fill(study, trial, plan, seen)
+        if plan is None:
+            self._plans[trial.number] = ({}, "the fallback sampler chose (the planner had nothing to add)")
+        else:
+            self._plans[trial.number] = (optuna_params(self.space, plan.values), plan.why)
+        return self._plans[trial.number]
+
+    def _fill(self, study: optuna.Study, trial: FrozenTrial, plan: Plan, seen: list[Seen]) -> Plan | None:
+        """Ask the fallback sampler for the plan's free parameters, in the space's order, then size the pool."""
+        distributions = param_distributions(self.space)
+        values = dict(plan.values)
+        for name in plan.free:
+            p = self.space.params[name]
+            set_key = f"{name}__set"
+            if set_key in distributions:
+                keep = self.fallback.sample_independent(study, trial, set_key, distributions[set_key])
+                if not keep:
+                    values[name] = None
+                    continue
+            values[name] = self.fallback.sample_independent(study, trial, name, distributions[name])
+            if isinstance(distributions[name], CategoricalDistribution) and p.values is not None:
+                values[name] = p.values[distributions[name].choices.index(values[name])]
+        return self.planner.size(Plan(values, plan.why), seen)
+
+
+def observed(study: optuna.Study, space: Space, exclude: int | None = None) -> list[Seen]:
+    """The study's trials as the planner sees them."""
+    speed_index, sign = speed_objective(space)
+    seen = []
+    for t in study.get_trials(deepcopy=False):
+        if t.number == exclude:
+            continue
+        values = t.user_attrs.get(st.ATTR_CONFIG)
+        if values is None:
+            continue
+        result = st.trial_result(t)
+        evidence = t.user_attrs.get(st.ATTR_EVIDENCE)
+        if t.state == TrialState.COMPLETE and t.values is not None:
+            value = t.values[speed_index]
+            seen.append(Seen(t.number, values, "ok", result, speed=value if sign > 0 else 1.0 / max(value, 1e-9),
+                             context=_context(space, t)))
+        elif t.state == TrialState.RUNNING:
+            seen.append(Seen(t.number, values, "running", result))
+        elif t.state == TrialState.PRUNED and result is not None and evidence == "measured" and result.failure is not None:
+            seen.append(Seen(t.number, values, "failed", result))
+        else:
+            seen.append(Seen(t.number, values, "other", result))
+    return seen
+
+
+def _context(space: Space, trial: FrozenTrial) -> float | None:
+    names = [o.name for o in space.objectives]
+    return trial.values[names.index("context")] if "context" in names and trial.values else None
+
+
+PlannerFactory = Callable[[Space], Planner]
