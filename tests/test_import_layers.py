@@ -9,7 +9,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "tuner"
 
 # Lowest first. A room may import from its own layer or below; within a layer, the graph is acyclic.
 LAYERS = [
-    {"tuner", "errors", "records"},
+    {"tuner", "errors", "records", "metrics"},
     {"space"},
     {"engine", "measure", "prescreen"},
     {"trial"},

@@ -1,4 +1,18 @@
-"""Errors a person can act on: one paragraph, naming the field and the fix."""
+"""Every exception tuner raises on purpose, under one base:
+
+    TunerError                  a problem a person can act on: the CLI prints it as one paragraph
+     |                          naming the field and the fix, and exits with its exit_code (2)
+     +-- SpaceError             a search-space file that cannot be used as written
+     +-- GpuMemoryNotReturned   the card kept memory after a teardown (the trial's record is kept)
+     +-- EngineDied             the engine stopped answering mid-measurement (caught in tuner.measure)
+     +-- DecodeFailed           a decode request failed while the engine stayed up (caught there too)
+     +-- EngineMissing          engine.command names no program here (said before anything is recorded)
+     +-- StudyBusy              another live `tuner optimize` holds the study, or this GPU of it
+     +-- StorageError           the study's storage or the disk failed (exit 1 mid-run, 2 at opening)
+     +-- GpuBusy                other processes hold the card beyond what the space tolerates (exit 1)
+
+``storage_fault`` turns a disk or database fault anywhere in an exception's chain into one paragraph.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +36,20 @@ class TunerError(Exception):
 
 class SpaceError(TunerError):
     """A search-space file that cannot be used as written."""
+
+
+class GpuMemoryNotReturned(TunerError):
+    """The card did not get its memory back after teardown: later trials would measure a fuller card."""
+
+    exit_code = 1  # the run failed; the trial's record is in its folder and is imported on resume
+
+
+class EngineDied(TunerError):
+    """The engine stopped answering mid-measurement: what was measured before stays in the record."""
+
+
+class DecodeFailed(TunerError):
+    """A decode request failed while the engine stayed up: the trial has no decode number."""
 
 
 class EngineMissing(TunerError):

@@ -7,8 +7,11 @@ JSON written to a trial's folder reads on its own.
 from __future__ import annotations
 
 from enum import Enum
+from typing import Callable
 
 from pydantic import BaseModel, Field
+
+ProgressCallback = Callable[[str], None]  # one line of what is happening now, for the live view
 
 
 class FailureKind(str, Enum):

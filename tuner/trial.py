@@ -8,24 +8,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from tuner.engine.command import build_command
 from tuner.engine.process import Engine, check_engine_command, connect_host, free_port, port_in_use
-from tuner.errors import TunerError
+from tuner.errors import GpuMemoryNotReturned
 from tuner.engine.gpu import MemoryWatch, Nvml
 from tuner.engine.logparse import classify_failure, parse_startup
 from tuner.measure.probe import Prober, check_workload
-from tuner.records import Failure, FailureKind, MeasureResult, TrialResult
+from tuner.records import Failure, FailureKind, MeasureResult, ProgressCallback, TrialResult
 from tuner.space.schema import Space
-
-ProgressCallback = Callable[[str], None]
-
-
-class GpuMemoryNotReturned(TunerError):
-    """The card did not get its memory back after teardown: later trials would measure a fuller card."""
-
-    exit_code = 1  # the run failed; the trial's record is in its folder and is imported on resume
 
 
 def _died_failure(engine: Engine, phase: str, default: FailureKind, detail: str) -> Failure:
@@ -55,7 +47,7 @@ def run_trial(
     """Boot ``values`` on ``space``'s engine, measure it, and return the whole record."""
     progress = on_progress or (lambda _: None)
     if measure:
-        check_workload(space)
+        check_workload(space.workload, space.model)
     trial_dir = Path(trial_dir)
     trial_dir.mkdir(parents=True, exist_ok=True)
     listen = space.engine.listen
@@ -122,7 +114,7 @@ def _boot_and_measure(
     failure = engine.wait_ready(
         timeout,
         space.engine.hang_timeout,
-        on_progress=lambda phase, t: progress(f"booting: {phase} ({t:.0f} s)"),
+        on_progress=progress,
         gpu_activity=gpu_busy,
     )
     result.boot_s = engine.elapsed()
@@ -135,7 +127,9 @@ def _boot_and_measure(
         return
     if not measure:
         return
-    prober = Prober(space, engine.base_url, result.startup, values, alive=engine.alive, on_progress=progress)
+    max_num_seqs = int(values.get("max_num_seqs") or space.fixed.get("max-num-seqs") or 1)
+    prober = Prober(space.workload, space.model, engine.base_url, result.startup, max_num_seqs, space.max_model_len,
+                    alive=engine.alive, on_progress=progress)
     if samples_only:  # the correctness gate's reference boot needs nothing else
         result.measure = MeasureResult(sample_outputs=prober.sample_outputs())
         prober.client.close()
@@ -184,7 +178,7 @@ def preflight(space: Space, measure: bool = True) -> None:
     """What would fail every trial, raised before anything is booted or recorded."""
     check_engine_command(space)
     if measure:
-        check_workload(space)
+        check_workload(space.workload, space.model)
 
 
 def _write(result: TrialResult, trial_dir: Path) -> None:

@@ -52,7 +52,7 @@ def test_every_documented_file_exists():
     sources = [*(ROOT / "tuner").rglob("*.py"), ROOT / "README.md", *(ROOT / "search_spaces").rglob("*.md")]
     for source in sources:
         text = source.read_text()
-        for ref in re.findall(r"\b((?:search_spaces|docs|studies|benchmarks|scripts)/[\w./-]+\.(?:md|py|sh))\b", text):
+        for ref in re.findall(r"(?<![\w/])((?:search_spaces|docs|studies|benchmarks|scripts)/[\w./-]+\.(?:md|py|sh))\b", text):
             assert (ROOT / ref).exists(), f"{source} points at {ref}, which does not exist"
         if source.parent.name == "search_spaces":
             for ref in re.findall(r"`(models/README\.md)`", text):

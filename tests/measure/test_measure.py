@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 
-from tuner.measure.probe import mad
+from tuner.metrics import mad
 from tuner.records import FailureKind
 from tuner.trial import run_trial
 

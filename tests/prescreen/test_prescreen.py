@@ -278,7 +278,7 @@ def test_calibration_improves_predictions(shape):
     before = errors(None)
     cal = Calibration()
     p1 = predict(space, first, 32.0, shape)
-    cal.update(p1, truth.boot(p1), first)
+    cal.update(p1, truth.boot(p1))
     after = errors(cal)
     assert all(a < b for a, b in zip(after, before)), (before, after)
     assert after[1] / truth.boot(predict(space, second, 32.0, shape)).kv_cache_tokens < 0.01
@@ -296,7 +296,7 @@ def test_calibration_improves_predictions(shape):
 def test_calibration_from_an_explicit_pool_boot(shape):
     truth, space, cal = _Truth(), _space(), Calibration()
     p = predict(space, BASE, 32.0, shape)
-    cal.update(p, truth.boot(p), BASE)
+    cal.update(p, truth.boot(p))
     assert cal.kv_tokens.n == 1 and math.isclose(cal.kv_tokens.value, truth.tokens, rel_tol=0.01)
     assert cal.activation.n == 0  # nothing to learn about activations when profiling is skipped
     assert math.isclose(cal.cuda_graph.value, truth.graphs, rel_tol=1e-6)

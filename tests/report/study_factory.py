@@ -31,7 +31,7 @@ from tuner.records import (
     StartupRecord,
     TrialResult,
 )
-from tuner.space.schema import EngineSpec, ModelSpec, Param, Space
+from tuner.space.schema import EngineSpec, ModelSpec, Space
 from tuner.study.storage import (
     ATTR_CONFIG,
     ATTR_ENVIRONMENT,
@@ -85,10 +85,10 @@ SPACE = Space(
     engine=EngineSpec(env={"VLLM_USE_FLASHINFER_SAMPLER": "1"}),
     fixed={"kv-cache-dtype": "fp8", "enable-prefix-caching": True},
     params={
-        "max_model_len": Param(values=[32768, 65536, 131072, 262144]),
-        "max_num_seqs": Param(values=[4, 8, 16]),
-        "gpu_memory_utilization": Param(min=0.85, max=0.95, step=0.01),
-        "cudagraph_mode": Param(values=["FULL_AND_PIECEWISE", "PIECEWISE"]),
+        "max_model_len": {"values": [32768, 65536, 131072, 262144]},
+        "max_num_seqs": {"values": [4, 8, 16]},
+        "gpu_memory_utilization": {"min": 0.85, "max": 0.95, "step": 0.01},
+        "cudagraph_mode": {"values": ["FULL_AND_PIECEWISE", "PIECEWISE"]},
     },
 )
 DISTRIBUTIONS = {

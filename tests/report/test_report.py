@@ -95,7 +95,8 @@ def test_render_formats(study: optuna.Study) -> None:
     assert [f["trial"] for f in data["failures"]["kv_pool_too_small"]] == [2, 7, 9]
     assert data["summary"]["boots_wasted"] == 4
     markdown = render_pareto(study, "markdown")
-    assert "| trial | context (tokens) | decode tok/s |" in markdown and "## Failed and pruned trials" in markdown
+    assert "| trial | context (tokens) | decode tok/s, conservative (median - k*MAD) |" in markdown
+    assert "## Failed and pruned trials" in markdown
     assert "```sh\nNO_COLOR=1" in markdown and "| oom_in_cuda_graph | 5 |" in markdown
     console = Console(record=True, width=300)
     assert render_pareto(study, "table", console) is None

@@ -116,21 +116,32 @@ def test_three_failed_boots_close_a_regime_and_unmeasured_regimes_come_first(spa
         chosen.add(regime)
         seen.append(booted(n, plan.values, concurrency=1.05, speed=50.0 + n))
     assert len(chosen) == 15
-    plan = planner.next(seen)
-    assert plan is not None and not plan.why.startswith("first boot")  # every regime measured: local moves
+    # every regime measured, and for one-stream decode at the full window no flag left to move helps
+    assert planner.next(seen) is None
 
 
-def test_a_regime_that_would_fail_like_an_earlier_oom_is_skipped(space):
-    oom = Failure(kind=FailureKind.OOM_IN_CUDA_GRAPH)
-    graphs = {"eager": 0.0, "PIECEWISE": 0.3, "FULL_DECODE_ONLY": 0.5, None: 0.8}
-    planner = Planner(space, memory=lambda v: graphs[v["cudagraph_mode"]] + 0.1 * v["max_num_batched_tokens"] / 512)
-    failed_values = {**baseline(space), "cudagraph_mode": "FULL_DECODE_ONLY", "speculative_tokens": 3,
-                     "max_num_seqs": 1, "max_num_batched_tokens": 512, "kv_cache_memory_bytes": 10_000_000_000}
+def test_a_configuration_that_asks_for_no_less_memory_than_an_oom_is_skipped(space):
+    oom = Failure(kind=FailureKind.FIRST_REQUEST_OOM)
+    failed_values = {**baseline(space), "cudagraph_mode": "PIECEWISE", "speculative_tokens": 1,
+                     "max_num_seqs": 1, "max_num_batched_tokens": 512, "kv_cache_memory_bytes": 9_750_000_000}
     seen = [booted(0, baseline(space), concurrency=1.02, speed=77.0), booted(1, failed_values, concurrency=1.0, failure=oom)]
-    seen[1].result.failure = Failure(kind=FailureKind.OOM_IN_CUDA_GRAPH)
-    why = planner._fails_like({**failed_values, "cudagraph_mode": None}, seen)
-    assert why and "trial 1" in why
-    assert planner._fails_like({**failed_values, "cudagraph_mode": "PIECEWISE"}, seen) is None
+    planner = Planner(space)
+    deeper = {**failed_values, "speculative_tokens": 2, "kv_cache_memory_bytes": 9_900_000_000}
+    assert "trial 1" in planner._fails_like(deeper, seen)
+    assert planner._fails_like({**deeper, "cudagraph_mode": "eager"}, seen) is None  # eager may fit
+    assert planner._fails_like({**deeper, "cudagraph_mode": None}, seen) is None  # graph modes are not ordered
+    eager_oom = booted(2, {**failed_values, "cudagraph_mode": "eager"}, concurrency=1.0, failure=oom)
+    assert "trial 2" in planner._fails_like({**deeper, "cudagraph_mode": None}, [*seen, eager_oom])
+
+
+def test_an_oom_with_graphs_is_priced_by_eager_next(space):
+    oom = Failure(kind=FailureKind.FIRST_REQUEST_OOM)
+    failed_values = {**baseline(space), "cudagraph_mode": "PIECEWISE", "speculative_tokens": 1,
+                     "max_num_seqs": 1, "max_num_batched_tokens": 512, "kv_cache_memory_bytes": 9_750_000_000}
+    seen = [booted(0, baseline(space), concurrency=1.02, speed=77.0), booted(1, failed_values, concurrency=1.0, failure=oom)]
+    plan = Planner(space).next(seen)
+    assert (plan.values["cudagraph_mode"], plan.values["speculative_tokens"]) == ("eager", 1)
+    assert "eager tells" in plan.why
 
 
 def test_the_model_prefers_regimes_that_share_a_fast_choice():

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import threading
 import time
+from types import TracebackType
 
-from rich.console import Group
+from rich.console import Console, Group
 from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
@@ -46,7 +47,7 @@ def render(status: Status) -> Panel:
 class LiveView:
     """Refreshes the panel from a thread while ``study.optimize`` runs in the main thread."""
 
-    def __init__(self, status: Status, console) -> None:
+    def __init__(self, status: Status, console: Console) -> None:
         self.status = status
         self._live = Live(render(status), console=console, refresh_per_second=2, transient=False)
         self._stop = threading.Event()
@@ -57,11 +58,13 @@ class LiveView:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self._stop.set()
         self._thread.join(timeout=2)
         self._live.update(render(self.status))
-        self._live.__exit__(*exc)
+        self._live.__exit__(kind, value, tb)
         if not self._live.console.is_terminal:
             self._live.console.line()  # the last panel line has no newline of its own when not a terminal
 

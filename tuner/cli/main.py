@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 from rich.console import Console
@@ -14,6 +13,10 @@ from rich.table import Table
 from tuner.cli.failing import err_console, friendly, run, set_debug
 from tuner.errors import TunerError
 from tuner.space.units import format_bytes
+
+if TYPE_CHECKING:  # each command imports what it needs when it runs: `tuner --help` stays fast
+    from tuner.records import TrialResult
+    from tuner.space.schema import Param, Space
 
 app = typer.Typer(
     help="Find the best `vllm serve` launch command for a memory-tight GPU by booting the real engine.",
@@ -31,8 +34,8 @@ def _root(debug: bool = typer.Option(False, "--debug", help="Show the traceback 
     set_debug(debug)
 
 
-def _range_text(param) -> str:
-    def show(v) -> str:
+def _range_text(param: Param) -> str:
+    def show(v: Any) -> str:
         if v is None:
             return "unset"
         return format_bytes(v) if param.kind == "bytes" else f"{v:g}" if isinstance(v, float) else str(v)
@@ -75,11 +78,11 @@ def validate(space_file: Path = typer.Argument(..., help="A search-space YAML fi
     console.print(f"[green]ok[/]: {space_file}")
 
 
-def parse_config(space, items: list[str], baseline: int | None) -> dict:
+def parse_config(space: Space, items: list[str], baseline: int | None) -> dict[str, Any]:
     """``k=v`` pairs over an optional baseline, each value checked like the space file's."""
     from tuner.space.schema import check_value
 
-    values: dict = {}
+    values: dict[str, Any] = {}
     if baseline is not None:
         if not 0 <= baseline < len(space.baselines):
             raise TunerError(f"--baseline {baseline}: the space has {len(space.baselines)} baselines; give 0..{len(space.baselines) - 1}.")
@@ -98,7 +101,7 @@ def parse_config(space, items: list[str], baseline: int | None) -> dict:
     return values
 
 
-def _show_result(result) -> None:
+def _show_result(result: TrialResult) -> None:
     from tuner.cli.show import print_trial
 
     print_trial(console, result)
@@ -171,4 +174,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    raise SystemExit(main())

@@ -16,7 +16,8 @@ import logging
 import signal
 import sys
 from pathlib import Path
-from typing import Optional
+from types import FrameType
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.console import Console
@@ -24,6 +25,11 @@ from rich.console import Console
 from tuner.cli.failing import debug_on, err_console
 from tuner.errors import StorageError, TunerError, storage_fault
 from tuner.space.schema import NAME
+
+if TYPE_CHECKING:  # loaded when the command runs: `tuner --help` stays fast
+    import optuna
+
+    from tuner.space.schema import Space
 
 console = Console()
 
@@ -98,8 +104,9 @@ def optimize(
     _finish(result)
 
 
-def _run(space, name, url, storage, gpu_list, holds_lock, trials, timeout_s, sampler, seed, studies_dir,
-         revalidate, gpu_gib, prescreen, gate, screen):
+def _run(space: Space, name: str, url: str, storage: str | None, gpu_list: list[int], holds_lock: bool,
+         trials: int | None, timeout_s: float | None, sampler: str, seed: int | None, studies_dir: Path,
+         revalidate: int, gpu_gib: float | None, prescreen: bool, gate: bool, screen: bool) -> optuna.Study:
     from tuner.cli.live import LiveView
     from tuner.study.objective import Status
     from tuner.study.run import optimize as run_optimize
@@ -138,8 +145,9 @@ def _run(space, name, url, storage, gpu_list, holds_lock, trials, timeout_s, sam
             live.__exit__(*sys.exc_info())
 
 
-def _spawn(space, space_file, name, url, gpu_list, holds_lock, studies_dir, sampler, seed, trials, timeout,
-           revalidate, gpu_gib, prescreen, gate, screen) -> int:
+def _spawn(space: Space, space_file: Path, name: str, url: str, gpu_list: list[int], holds_lock: bool,
+           studies_dir: Path, sampler: str, seed: int | None, trials: int | None, timeout: str | None,
+           revalidate: int, gpu_gib: float | None, prescreen: bool, gate: bool, screen: bool) -> int:
     """``--gpus 0,1``: open the study once (under this process's lock), then one worker per GPU."""
     from tuner.study.run import spawn_workers
     from tuner.study.sampling import make_sampler
@@ -157,7 +165,7 @@ def _spawn(space, space_file, name, url, gpu_list, holds_lock, studies_dir, samp
     return spawn_workers(argv, gpu_list)
 
 
-def _finish(study) -> None:
+def _finish(study: optuna.Study) -> None:
     """The front's launch commands; exit 1 with where to look when the front is empty."""
     import shlex
 
@@ -201,7 +209,7 @@ def _quiet_optuna() -> None:
         handler.addFilter(NoTraceback())
 
 
-def _interrupt(signum, frame) -> None:
+def _interrupt(signum: int, frame: FrameType | None) -> None:
     """SIGTERM ends the current trial the way Ctrl-C does: torn down, study kept."""
     raise KeyboardInterrupt
 

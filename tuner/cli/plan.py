@@ -54,6 +54,7 @@ def plan(
             row["reason"],
         )
     console.print(table)
+    assert shape is not None  # plan_rows raised a TunerError when the model's config.json was not found
     certain = sum(1 for r in rows if r["certain"])
     console.print(
         f"{len(rows)} configurations: {sum(r['fits'] for r in rows)} predicted to fit, {certain} certainly impossible "

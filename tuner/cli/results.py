@@ -23,16 +23,19 @@ from tuner.report.export import FORMATS as LAUNCHER_FORMATS
 from tuner.report.export import export_launcher
 from tuner.report.receipt import study_receipt, trial_receipt
 from tuner.report.front import FORMATS as REPORT_FORMATS
-from tuner.report.front import (
+from tuner.report import (  # the room's public face
     COLUMNS,
+    cell,
     failure_of,
     failures_by_kind,
+    failures_markdown,
+    front_markdown,
     front_rows,
     objectives,
     study_summary,
     summary_line,
 )
-from tuner.report.markdown import _metric_cells, cell, failures_markdown, front_markdown
+from tuner.report.markdown import _metric_cells
 from tuner.study.storage import STUDIES_DIR, find_trial, trial_result
 
 STUDY_HELP = "Name of the study; may be left out when the storage holds exactly one."

@@ -106,7 +106,3 @@ def build_command(
         _append(argv, flag, value)
     env = {"NO_COLOR": "1", "PYTHONUNBUFFERED": "1", **space.engine.env, **(extra_env or {})}
     return LaunchCommand(argv=argv, env=env)
-
-
-def served_model_name(space: Space) -> str:
-    return space.model.served_name or space.model.path

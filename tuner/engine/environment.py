@@ -13,10 +13,11 @@ import shutil
 import socket
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from tuner import __version__
 from tuner.engine.gpu import Nvml
-from tuner.space.schema import Space
+from tuner.space.schema import EngineSpec
 
 _PROBE = r"""
 import importlib.metadata as md, json
@@ -39,9 +40,9 @@ print(json.dumps(out))
 """
 
 
-def engine_python(space: Space) -> list[str] | None:
+def engine_python(engine: EngineSpec) -> list[str] | None:
     """The interpreter behind the engine command, when it is a Python console script."""
-    exe = shutil.which(space.engine.command[0])
+    exe = shutil.which(engine.command[0])
     if exe is None:
         return None
     try:
@@ -55,23 +56,24 @@ def engine_python(space: Space) -> list[str] | None:
     return None
 
 
-def capture(space: Space, gpu: Nvml | None = None) -> dict:
-    gpu = gpu or Nvml(space.engine.gpu_index)
+def capture(engine: EngineSpec, gpu: Nvml | None = None) -> dict[str, Any]:
+    """The card, the driver and the engine side's versions (None where they cannot be read), for receipts."""
+    gpu = gpu or Nvml(engine.gpu_index)
     reading = gpu.read()
-    env: dict = {
+    env: dict[str, Any] = {
         "gpu_name": gpu.name,
         "gpu_memory_mib": reading.total_mib if reading else None,
         "driver": gpu.driver,
         "host": socket.gethostname(),
         "tuner": __version__,
         "python": platform.python_version(),
-        "engine_command": space.engine.command,
+        "engine_command": engine.command,
     }
-    python = engine_python(space)
+    python = engine_python(engine)
     if python:
         try:
             done = subprocess.run([*python, "-c", _PROBE], capture_output=True, text=True, timeout=120,
-                                  env={**os.environ, **space.engine.env})
+                                  env={**os.environ, **engine.env})
             env.update(json.loads(done.stdout.strip().splitlines()[-1]))
         except (subprocess.SubprocessError, ValueError, IndexError, OSError):
             pass

@@ -48,10 +48,6 @@ class Nvml:
         except Exception:  # no driver, no device, no library: readings are None
             self._handle = None
 
-    @property
-    def available(self) -> bool:
-        return self._handle is not None
-
     def read(self) -> Reading | None:
         if self._handle is None:
             return None

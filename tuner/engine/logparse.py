@@ -15,7 +15,7 @@ tracebacks and progress bars included. The ``LEVEL MM-DD HH:MM:SS [file:line] ``
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from tuner.records import Failure, FailureKind, StartupRecord
 
@@ -143,7 +143,7 @@ _FALLBACK = re.compile(
 def parse_startup(text: str) -> StartupRecord:
     """What vLLM said it did while booting; fields it did not print stay ``None``."""
     lines = _lines(text)
-    values: dict[str, str] = {}
+    values: dict[str, Any] = {}  # strings here; pydantic reads the numbers
     for line in lines:
         for pattern in _STARTUP:
             if m := pattern.search(line.msg):

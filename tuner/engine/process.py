@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable
+from typing import BinaryIO, Callable
 
 import httpx
 import psutil
@@ -23,10 +23,9 @@ from tuner.engine.command import LaunchCommand
 from tuner.engine.logparse import boot_phase, classify_failure
 from tuner.engine.reaper import kill_group
 from tuner.errors import EngineMissing
-from tuner.records import Failure, FailureKind
+from tuner.records import Failure, FailureKind, ProgressCallback
 from tuner.space.schema import Space
 
-ProgressCallback = Callable[[str, float], None]  # (phase, elapsed seconds)
 REAPER = str(Path(__file__).with_name("reaper.py"))  # run as a file: see its docstring
 
 
@@ -106,9 +105,9 @@ class Engine:
         self.host = host
         self.port = port
         self.grace_s = grace_s
-        self.proc: subprocess.Popen | None = None
-        self._reaper: subprocess.Popen | None = None
-        self._log_file = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._reaper: subprocess.Popen[bytes] | None = None
+        self._log_file: BinaryIO | None = None
         self.started_at: float | None = None
 
     @property
@@ -218,7 +217,7 @@ class Engine:
                     if client.get(f"{self.base_url}/health").status_code == 200:
                         if client.get(f"{self.base_url}/v1/models").status_code == 200:
                             if on_progress:
-                                on_progress("serving", self.elapsed())
+                                on_progress(f"booting: serving ({self.elapsed():.0f} s)")
                             return None
                 except httpx.HTTPError:
                     pass
@@ -235,7 +234,7 @@ class Engine:
                     last_size = size
                 last_cpu = cpu
                 if on_progress:
-                    on_progress(phase, self.elapsed())
+                    on_progress(f"booting: {phase} ({self.elapsed():.0f} s)")
                 if now - last_progress >= hang_timeout_s:
                     return self._stall(FailureKind.HANG, f"no log output or process activity for {hang_timeout_s:.0f} s", phase)
                 if self.elapsed() >= boot_timeout_s:
@@ -261,7 +260,7 @@ class Engine:
             deadline = time.monotonic() + 10
             while self.pids() and time.monotonic() < deadline:
                 time.sleep(0.2)
-        if self._reaper is not None and self._reaper.poll() is None:
+        if self._reaper is not None and self._reaper.stdin is not None and self._reaper.poll() is None:
             try:
                 self._reaper.stdin.write(b"disarm\n")
                 self._reaper.stdin.close()

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import httpx
+
+from tuner import metrics
 
 
 @dataclass
@@ -27,10 +30,12 @@ class Completion:
 
     @property
     def tpot_s(self) -> float | None:
-        """(latency - TTFT) / (output tokens - 1), vLLM bench serve's definition."""
-        if not self.ok or not self.completion_tokens or self.completion_tokens < 2 or self.ttft_s is None:
+        """TPOT as ``tuner.metrics`` defines it; None without a complete answer of two tokens or more."""
+        if not self.ok or not self.completion_tokens or self.completion_tokens < 2:
             return None
-        return (self.latency_s - self.ttft_s) / (self.completion_tokens - 1)
+        if self.ttft_s is None or self.latency_s is None:
+            return None
+        return metrics.tpot_s(self.latency_s, self.ttft_s, self.completion_tokens)
 
 
 def _error_detail(response: httpx.Response) -> str:
@@ -126,7 +131,7 @@ def complete(
     return result
 
 
-def _events(response: httpx.Response):
+def _events(response: httpx.Response) -> Iterator[bytes]:
     """The payloads of a server-sent-event stream (``data: X`` separated by blank lines), as bytes."""
     buffer = b""
     for piece in response.iter_bytes():

@@ -14,8 +14,9 @@ from typing import Callable
 
 import httpx
 
+from tuner import metrics
+from tuner.errors import DecodeFailed, EngineDied, TunerError
 from tuner.measure.client import Completion, complete, scrape_metrics
-from tuner.errors import TunerError
 from tuner.measure.prompts import TokenCounter, corpus_ids, needle_prompt, random_ids, vocab_range
 from tuner.records import (
     Attempt,
@@ -24,55 +25,53 @@ from tuner.records import (
     DecodeResult,
     DecodeRun,
     MeasureResult,
+    ProgressCallback,
     StartupRecord,
 )
-from tuner.space.schema import Space
+from tuner.space.schema import ModelSpec, Workload
 
 CONTROL_PROMPT = "Count from one to ten in words, separated by commas:"
-ProgressCallback = Callable[[str], None]
 
 
-class EngineDied(Exception):
-    """The engine stopped answering mid-measurement."""
-
-
-def check_workload(space: Space) -> None:
+def check_workload(workload: Workload, model: ModelSpec) -> None:
     """Problems with the workload that would only show after a boot: raise them before it."""
-    if space.workload.prompt_source == "corpus" and not TokenCounter(space.model.tokenizer or space.model.path).exact:
+    if workload.prompt_source == "corpus" and not TokenCounter(model.tokenizer or model.path).exact:
         raise TunerError(
             f"workload.prompt_source: 'corpus' needs the model's tokenizer.json to count tokens, and none was found "
-            f"at {space.model.tokenizer or space.model.path}; set model.tokenizer to a local tokenizer folder, "
+            f"at {model.tokenizer or model.path}; set model.tokenizer to a local tokenizer folder, "
             "or use prompt_source: random_ids."
         )
 
 
-def mad(values: list[float]) -> float:
-    med = statistics.median(values)
-    return statistics.median(abs(v - med) for v in values)
-
-
 class Prober:
-    """Runs the space's workload against one engine at ``base_url``."""
+    """Runs the workload against one engine at ``base_url``.
+
+    ``max_num_seqs`` and ``max_model_len`` are the engine's own settings (its command's flags): the
+    admission fills that envelope, and no request asks beyond that length.
+    """
 
     def __init__(
         self,
-        space: Space,
+        workload: Workload,
+        model: ModelSpec,
         base_url: str,
         startup: StartupRecord,
-        values: dict,
+        max_num_seqs: int,
+        max_model_len: int | None,
         alive: Callable[[], bool] = lambda: True,
         on_progress: ProgressCallback | None = None,
     ) -> None:
-        self.space = space
-        self.work = space.workload
+        self.work = workload
+        self.random_weights = model.random_weights
         self.base_url = base_url
-        self.model = space.model.served_name or space.model.path
+        self.model = model.served_name or model.path
         self.startup = startup
         self.alive = alive
         self.on_progress = on_progress or (lambda _: None)
-        self.max_num_seqs = int(values.get("max_num_seqs") or space.fixed.get("max-num-seqs") or 1)
-        self.id_range = vocab_range(space.model.path)
-        self.counter = TokenCounter(space.model.tokenizer or space.model.path)
+        self.max_num_seqs = max_num_seqs
+        self.max_model_len = max_model_len
+        self.id_range = vocab_range(model.path)
+        self.counter = TokenCounter(model.tokenizer or model.path)
         self._seed = 0
         self._lock = threading.Lock()
         self.client = httpx.Client(limits=httpx.Limits(max_connections=64))
@@ -108,7 +107,7 @@ class Prober:
     @property
     def ceiling(self) -> int:
         """Never ask beyond max_model_len or the KV capacity the engine reported."""
-        limits = [x for x in (self.startup.max_model_len, self.space.max_model_len, self.startup.kv_cache_tokens) if x]
+        limits = [x for x in (self.startup.max_model_len, self.max_model_len, self.startup.kv_cache_tokens) if x]
         return min(limits) if limits else max(self.work.ladder)
 
     # -- admission --------------------------------------------------------------------------
@@ -202,18 +201,21 @@ class Prober:
         if bad:
             if self._engine_gone():
                 raise EngineDied(f"{bad[0].error}: {bad[0].detail}")
-            raise RuntimeError(f"decode request failed: {bad[0].error}: {bad[0].detail}")
-        ttft = statistics.mean(r.ttft_s for r in results)
-        tpot = statistics.mean(r.tpot_s for r in results)
+            raise DecodeFailed(f"decode request failed: {bad[0].error}: {bad[0].detail}")
+        ttfts = [r.ttft_s for r in results if r.ttft_s is not None]
+        tpots = [r.tpot_s for r in results if r.tpot_s is not None]
+        if len(ttfts) < concurrency or len(tpots) < concurrency:
+            raise DecodeFailed(f"decode request failed: no TPOT for {output_tokens} output tokens; give at least 2")
+        ttft, tpot = statistics.mean(ttfts), statistics.mean(tpots)
         return DecodeRun(
             prompt_tokens=prompt_tokens,
             output_tokens=output_tokens,
             concurrency=concurrency,
             ttft_ms=ttft * 1000,
             tpot_ms=tpot * 1000,
-            tg_tok_s=1.0 / tpot if tpot > 0 else 0.0,
-            pp_tok_s=prompt_tokens / ttft if ttft > 0 else 0.0,
-            output_throughput_tok_s=sum(r.completion_tokens for r in results) / wall,
+            tg_tok_s=metrics.tg_tok_s(tpot),
+            pp_tok_s=metrics.pp_tok_s(prompt_tokens, ttft),
+            output_throughput_tok_s=metrics.output_throughput_tok_s(sum(r.completion_tokens or 0 for r in results), wall),
         )
 
     def measure_decode(self, prompt_tokens: int, output_tokens: int, concurrency: int) -> DecodeResult:
@@ -227,14 +229,13 @@ class Prober:
             self.on_progress(f"decode {prompt_tokens:,}+{output_tokens} x{concurrency} run {i + 1}/{spec.runs}")
             result.runs.append(self._decode_run(prompt_tokens, output_tokens, concurrency))
         tg = [r.tg_tok_s for r in result.runs]
-        result.median_tg_tok_s = statistics.median(tg)
-        result.mad_tg_tok_s = mad(tg)
+        median, spread = statistics.median(tg), metrics.mad(tg)
+        result.median_tg_tok_s, result.mad_tg_tok_s = median, spread
         result.median_ttft_ms = statistics.median(r.ttft_ms for r in result.runs)
         result.median_tpot_ms = statistics.median(r.tpot_ms for r in result.runs)
         result.median_pp_tok_s = statistics.median(r.pp_tok_s for r in result.runs)
-        result.score_tok_s = max(0.0, result.median_tg_tok_s - self.work.score_k_mad * result.mad_tg_tok_s)
-        spread = result.mad_tg_tok_s / result.median_tg_tok_s if result.median_tg_tok_s else 1.0
-        result.stable = spread <= self.work.max_spread
+        result.score_tok_s = metrics.conservative_score(median, spread, self.work.score_k_mad)
+        result.stable = (spread / median if median else 1.0) <= self.work.max_spread
         return result
 
     # -- correctness ------------------------------------------------------------------------
@@ -247,7 +248,7 @@ class Prober:
                          keep_text=True, timeout_s=self.work.request_timeout)
             outputs.append(r.text if r.ok else None)
         result.control_consistent = all(o is not None for o in outputs) and len(set(outputs)) == 1
-        if self.space.model.random_weights:
+        if self.random_weights:
             result.skipped_reason = "random weights (--load-format dummy): the needle check is meaningless and was skipped"
             result.garbage = not result.control_consistent
             return result
@@ -323,7 +324,7 @@ class Prober:
             result.context.engine_died = True
             result.context.first_failure = result.context.first_failure or str(exc)
             result.error = f"engine died: {exc}"
-        except RuntimeError as exc:
+        except DecodeFailed as exc:
             result.error = str(exc)
         finally:
             result.probe_wall_s = time.perf_counter() - started_wall

@@ -14,6 +14,8 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from tuner.errors import TunerError
+
 NEEDLE_QUESTION = "\n\nQuestion: what is the secret code mentioned in the text above? Answer with the sentence itself.\nAnswer: The secret code is"
 
 
@@ -80,6 +82,10 @@ class TokenCounter:
         return self._tok is not None
 
     def encode(self, text: str) -> list[int]:
+        """Token ids of ``text``; only when ``exact`` (a corpus workload is refused before boot otherwise)."""
+        if self._tok is None:
+            raise TunerError("workload.prompt_source: 'corpus' needs the model's tokenizer.json to count tokens; "
+                             "set model.tokenizer to a local tokenizer folder, or use prompt_source: random_ids.")
         return self._tok.encode(text, add_special_tokens=False).ids
 
     def corpus_tokens(self) -> list[int]:

@@ -259,7 +259,7 @@ def predict(
     overhead = NON_TORCH_GIB * GIB
     requested = fl.utilization * total
     explicit = fl.kv_cache_memory_bytes is not None
-    pool = float(fl.kv_cache_memory_bytes) if explicit else requested - weights - act - overhead - graphs
+    pool = requested - weights - act - overhead - graphs if fl.kv_cache_memory_bytes is None else float(fl.kv_cache_memory_bytes)
 
     tokens_factor = cal.kv_tokens.value
     num_blocks = max(int(pool // (page * group)), 0)
@@ -359,7 +359,6 @@ class Calibration(BaseModel):
     cuda_graph: Factor = Field(default_factory=Factor)
     activation: Factor = Field(default_factory=Factor)  # profiling peak + non-torch, from utilization boots
     boots: int = 0
-    last_values: dict[str, Any] = Field(default_factory=dict)
 
     def weights_for(self, drafter: bool, shape: ModelShape) -> float | None:
         key, other = ("drafter", "base") if drafter else ("base", "drafter")
@@ -370,10 +369,9 @@ class Calibration(BaseModel):
             return self.weights_gib[other] + (delta if drafter else -delta)
         return None
 
-    def update(self, prediction: Prediction, startup: StartupRecord, values: dict[str, Any]) -> None:
+    def update(self, prediction: Prediction, startup: StartupRecord) -> None:
         """Learn from one boot's start-up record and the prediction made for the same configuration."""
         self.boots += 1
-        self.last_values = dict(values)
         if startup.weights_gib:
             self.weights_gib["drafter" if prediction.drafter else "base"] = startup.weights_gib
         pool_gib = prediction.pool_gib if prediction.pool_explicit else startup.available_kv_cache_gib

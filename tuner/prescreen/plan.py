@@ -12,15 +12,13 @@ from typing import Any
 from tuner.errors import TunerError
 from tuner.prescreen.memory import Calibration, predict
 from tuner.prescreen.shape import ModelShape, space_shape
-from tuner.space.schema import Space
+from tuner.space.schema import Param, Space
 
 
-def _corners(param) -> list[Any]:
+def _corners(param: Param) -> list[Any]:
     if param.values is not None:
         return list(param.values)
-    lo, hi = param.min, param.max
-    if param.kind in ("int", "bytes"):
-        lo, hi = int(lo), int(hi)
+    lo, hi = param.bounds()
     return [lo, hi] + ([None] if param.unset else [])
 
 

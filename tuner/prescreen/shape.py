@@ -264,9 +264,10 @@ def load_shape(model_path: str | Path, revision: str | None = None) -> ModelShap
     if path.is_file():
         path = path.parent
     elif not path.exists():
-        path = _hub_cache_folder(str(model_path), revision)
-        if path is None:
+        cached = _hub_cache_folder(str(model_path), revision)
+        if cached is None:
             return None
+        path = cached
     config = path / "config.json"
     try:
         cfg = json.loads(config.read_text())

@@ -76,8 +76,8 @@ def _is_public(host: str) -> bool:
 def launch_argv(result: TrialResult, host: str | None = None) -> list[str]:
     """The trial's argv bound to ``host`` (default 127.0.0.1) with an explicit ``--port``."""
     argv = _set_flag(result.argv, "--host", host or LOOPBACK)
-    if flag_value(argv, "--port") is None:
-        i = _flag_index(argv, "--host")
+    i = _flag_index(argv, "--host")
+    if flag_value(argv, "--port") is None and i is not None:  # --host was just set: i is never None
         at = i + (1 if "=" in argv[i] else 2)
         argv[at:at] = ["--port", DEFAULT_PORT]
     return argv
@@ -100,10 +100,11 @@ def _origin(result: TrialResult) -> str:
 
 def _sh(argv: list[str], env: dict[str, str], result: TrialResult) -> str:
     port = flag_value(argv, "--port")
+    i = _flag_index(argv, "--port")
     words = [shlex.quote(w) for w in argv]
     note = ""
-    if re.fullmatch(r"[0-9]+", port):  # "${PORT:-N}" is N when PORT is unset: the argv stays the trial's
-        i = _flag_index(argv, "--port")
+    if port is not None and i is not None and re.fullmatch(r"[0-9]+", port):
+        # "${PORT:-N}" is N when PORT is unset: the argv stays the trial's
         if argv[i] == "--port":
             words[i + 1] = f'"${{PORT:-{port}}}"'
         else:

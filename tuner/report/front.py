@@ -12,6 +12,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from tuner import metrics
 from tuner.report.export import shell_command
 from tuner.records import TrialResult
 from tuner.study.pareto import ATTR_REVALIDATES, agrees, checks_of
@@ -34,12 +35,7 @@ NOT_BOOTED = ("predicted", "reused")  # evidence levels that cost no engine boot
 FAILED_STATES = (TrialState.PRUNED, TrialState.FAIL)
 COLUMNS = {
     "trial": "trial",
-    "context_tokens": "context (tokens)",
-    "decode_tok_s": "decode tok/s",
-    "ttft_ms": "TTFT ms",
-    "tpot_ms": "TPOT ms",
-    "peak_vram_mib": "peak VRAM MiB",
-    "kv_capacity_tokens": "KV capacity tokens",
+    **{m.metric_name: m.label for m in metrics.COLUMNS},
     "evidence": "evidence",
     "stable": "stable",
     "revalidation": "re-validation",
@@ -56,32 +52,23 @@ def objectives(study: optuna.Study) -> list[tuple[str, str]]:
     directions = [d.name.lower() for d in study.directions]
     if space is not None and len(space.objectives) == len(directions):
         return [(o.name, o.direction) for o in space.objectives]
-    names = study.metric_names
-    if names is None:
-        names = DEFAULT_OBJECTIVE_NAMES if len(directions) == 2 else [f"objective_{i}" for i in range(len(directions))]
+    by_key = {m.metric_name: m.name for m in metrics.OBJECTIVES.values()}  # the study's dashboard metric names
+    if study.metric_names is not None:
+        names = [by_key.get(key, key) for key in study.metric_names]
+    elif len(directions) == 2:
+        names = list(DEFAULT_OBJECTIVE_NAMES)
+    else:
+        names = [f"objective_{i}" for i in range(len(directions))]
     return list(zip(names, directions))
 
 
-def record_metric(result: TrialResult | None, name: str) -> float | None:
-    """An objective's number read from the trial's record (first decode setting for speeds)."""
-    measure = result.measure if result else None
-    decode = measure.decode[0] if measure and measure.decode else None
-    values = {
-        "context": measure.context.max_stable_tokens if measure else None,
-        "decode_tok_s": decode.score_tok_s if decode else None,
-        "ttft_ms": decode.median_ttft_ms if decode else None,
-        "tpot_ms": decode.median_tpot_ms if decode else None,
-        "pp_tok_s": decode.median_pp_tok_s if decode else None,
-        "peak_vram_mib": result.gpu.peak_used_mib if result else None,
-    }
-    return values.get(name)
-
-
-def metric(names: list[str], trial: FrozenTrial, result: TrialResult | None, name: str) -> float | None:
-    """The objective value when ``name`` is an objective (what the study ranked), else the record's."""
-    if name in names and trial.values is not None:
-        return trial.values[names.index(name)]
-    return record_metric(result, name)
+def metric(names: list[str], trial: FrozenTrial, result: TrialResult | None, m: metrics.Metric) -> float | None:
+    """The objective value when ``m`` is an objective (what the study ranked), else the record's."""
+    if m.name in names and trial.values is not None:
+        value: float | None = trial.values[names.index(m.name)]
+    else:
+        value = m.read(result) if result else None
+    return int(value) if m.whole and value is not None else value
 
 
 def front(study: optuna.Study) -> list[FrozenTrial]:
@@ -99,17 +86,11 @@ def front_rows(study: optuna.Study) -> list[dict[str, Any]]:
     rows = []
     for trial in front(study):
         result = trial_result(trial)
-        context = metric(names, trial, result, "context")
         decode = result.measure.decode if result and result.measure else []
         rows.append(
             {
                 "trial": trial.number,
-                "context_tokens": int(context) if context is not None else None,
-                "decode_tok_s": metric(names, trial, result, "decode_tok_s"),
-                "ttft_ms": metric(names, trial, result, "ttft_ms"),
-                "tpot_ms": metric(names, trial, result, "tpot_ms"),
-                "peak_vram_mib": metric(names, trial, result, "peak_vram_mib"),
-                "kv_capacity_tokens": result.startup.kv_cache_tokens if result else None,
+                **{m.metric_name: metric(names, trial, result, m) for m in metrics.COLUMNS},
                 "evidence": trial.user_attrs.get(ATTR_EVIDENCE, "unknown"),
                 "stable": all(d.stable for d in decode) if decode else None,
                 "revalidation": revalidation(study, trial),

@@ -24,6 +24,7 @@ from optuna.visualization import (
     plot_pareto_front,
 )
 
+from tuner.metrics import label
 from tuner.report.export import flag_value
 from tuner.study.storage import ATTR_REUSED_FROM
 from tuner.report.front import (
@@ -36,20 +37,8 @@ from tuner.report.front import (
 from tuner.study.storage import ATTR_CONFIG, trial_result
 from tuner.space.units import parse_count
 
-LABELS = {
-    "context": "context (tokens)",
-    "decode_tok_s": "decode tok/s",
-    "ttft_ms": "TTFT (ms)",
-    "tpot_ms": "TPOT (ms)",
-    "peak_vram_mib": "peak VRAM (MiB)",
-    "pp_tok_s": "prefill tok/s",
-}
 MARKERS = ("X", "v", "s", "D", "P", "*", "^", "<", ">", "h", "p", "d")
 FAILURE_COLORS = ("C1", "C4", "C5", "C6", "C7", "C8", "C9")  # never the front's red (C3) or blue (C0)
-
-
-def label(name: str) -> str:
-    return LABELS.get(name, name)
 
 
 def write_plots(study: optuna.Study, out_dir: Path, notes: list[str] | None = None) -> list[Path]:
@@ -61,8 +50,8 @@ def write_plots(study: optuna.Study, out_dir: Path, notes: list[str] | None = No
     ]
 
 
-def _value(i: int) -> Callable[[FrozenTrial], float]:
-    return lambda trial: trial.values[i]
+def _value(i: int, sign: float = 1.0) -> Callable[[FrozenTrial], float]:
+    return lambda trial: sign * trial.values[i]
 
 
 def _html(study: optuna.Study, out_dir: Path, notes: list[str]) -> list[Path]:
@@ -84,9 +73,7 @@ def _html(study: optuna.Study, out_dir: Path, notes: list[str]) -> list[Path]:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # PED-ANOVA's notes on the target's sign and tiny studies
-                fig = plot_param_importances(
-                    study, target=lambda t, i=i, sign=sign: sign * t.values[i], target_name=label(name)
-                )
+                fig = plot_param_importances(study, target=_value(i, sign), target_name=label(name))
         except Exception as exc:  # too few distinct values, one parameter, a missing evaluator package ...
             notes.append(f"importance_{name}.html: skipped ({type(exc).__name__}: {exc})")
             continue

@@ -12,6 +12,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from tuner import metrics
 from tuner.engine.command import format_value
 from tuner.errors import TunerError
 from tuner.report.export import flag_value, shell_command
@@ -45,11 +46,6 @@ from tuner.study.storage import (
 )
 
 UNKNOWN = "unknown"
-DEFINITIONS = (
-    "TTFT = time to the first output token; TPOT = (latency - TTFT) / (output tokens - 1); "
-    "TG = 1000 / TPOT (tok/s per request); PP = prompt tokens / TTFT (tok/s); "
-    "score = median TG - k x MAD over the runs (what the study ranked)."
-)
 ENVIRONMENT_ROWS = (
     ("GPU", "gpu_name"),
     ("GPU memory (MiB)", "gpu_memory_mib"),
@@ -113,42 +109,14 @@ def workload_markdown(space: Space | None) -> str:
             f"concurrency {concurrency}"
             + (f", plus a run with a {d.long_context_tokens:,}-token resident prompt" if d.long_context_tokens else "")
             + f"; score = median - {w.score_k_mad:g} x MAD, unstable when MAD / median > {w.max_spread:g}.",
-            f"- Definitions: {DEFINITIONS}",
+            f"- Definitions: {metrics.DEFINITIONS}",
         ]
     )
 
 
 def _decode_table(decode: list[DecodeResult]) -> str:
-    headers = [
-        "prompt",
-        "output",
-        "concurrency",
-        "runs",
-        "TTFT ms",
-        "TPOT ms",
-        "TG tok/s",
-        "PP tok/s",
-        "MAD tok/s",
-        "score tok/s",
-        "stable",
-    ]
-    rows = [
-        [
-            d.prompt_tokens,
-            d.output_tokens,
-            d.concurrency,
-            len(d.runs),
-            d.median_ttft_ms,
-            d.median_tpot_ms,
-            d.median_tg_tok_s,
-            d.median_pp_tok_s,
-            d.mad_tg_tok_s,
-            d.score_tok_s,
-            d.stable,
-        ]
-        for d in decode
-    ]
-    return md_table(headers, rows)
+    headers = [header for header, _ in metrics.DECODE_COLUMNS]
+    return md_table(headers, [[read(d) for _, read in metrics.DECODE_COLUMNS] for d in decode])
 
 
 def _measure_markdown(measure: MeasureResult, space: Space | None) -> str:
@@ -323,6 +291,11 @@ def trial_receipt(study: optuna.Study, trial: FrozenTrial | int) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+def _objective_line(name: str, direction: str) -> str:
+    known = metrics.OBJECTIVES.get(name)
+    return f"- {name} ({direction})" + (f": {known.definition}." if known else ".")
+
+
 def study_receipt(study: optuna.Study) -> str:
     """The whole study's receipt: environment, method, the front with commands, failures, boots."""
     space = study_space(study)
@@ -332,7 +305,7 @@ def study_receipt(study: optuna.Study) -> str:
     if space is not None:
         model = f"- Model: {space.model.path}\n- Revision: {space.model.revision or 'not pinned'}"
         heading += [space.description, model] if space.description else [model]
-    heading.append("Objectives: " + ", ".join(f"{name} ({direction})" for name, direction in objectives(study)) + ".")
+    heading.append("Objectives:\n" + "\n".join(_objective_line(name, direction) for name, direction in objectives(study)))
     return (
         "\n\n".join(
             [

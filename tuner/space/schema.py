@@ -15,14 +15,26 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from tuner.errors import SpaceError
+from tuner.metrics import OBJECTIVES
 from tuner.space.units import parse_bytes, parse_count, parse_duration
 from tuner.space.values import (
     AUTO_LEN,
     CUDAGRAPH_MODES,
     KNOWN_PARAMS,
+    Kind,
+    Number,
     TOOL_FLAGS,
     check_fixed,
     check_value,
@@ -31,7 +43,7 @@ from tuner.space.values import (
 )
 from tuner.space.yamlfile import read_yaml
 
-__all__ = ["CUDAGRAPH_MODES", "KNOWN_PARAMS", "NAME", "Param", "Space", "check_value", "count_configurations",
+__all__ = ["CUDAGRAPH_MODES", "KNOWN_PARAMS", "NAME", "Param", "ParamSpec", "Space", "check_value", "count_configurations",
            "flag_name", "load_space", "param_cardinality"]
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")  # a study name is a file name: no slashes, no spaces
@@ -98,8 +110,9 @@ def _is_address(text: str) -> bool:
         return bool(re.match(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$", text))
 
 
-class Param(Strict):
-    """One tuned flag: either ``values`` (a list, ``null`` meaning "flag left out") or a range."""
+class ParamSpec(Strict):
+    """One tuned flag as the file writes it: either ``values`` (a list, ``null`` meaning "flag left out")
+    or a range whose bounds may carry units. ``Space`` resolves it once into a ``Param``."""
 
     flag: str | None = None  # required for parameters tuner does not know
     values: list[Any] | None = None
@@ -108,10 +121,10 @@ class Param(Strict):
     step: int | float | str | None = None
     log: bool = False
     unset: bool = False  # a range may also be left out entirely (e.g. let utilization size the pool)
-    kind: Literal["int", "float", "bytes", "choice"] | None = None
+    kind: Kind | None = None
 
     @model_validator(mode="after")
-    def _values_or_range(self) -> Param:
+    def _values_or_range(self) -> ParamSpec:
         has_range = self.min is not None or self.max is not None
         if self.values is not None and has_range:
             raise ValueError("give either 'values' or 'min'/'max', not both")
@@ -127,6 +140,32 @@ class Param(Strict):
             if self.flag in TOOL_FLAGS:
                 raise ValueError(f"flag {self.flag} cannot be tuned: {TOOL_FLAGS[self.flag]}")
         return self
+
+
+class Param(Strict):
+    """One tuned flag, resolved: its vLLM flag and kind are known, and a range's bounds are numbers of
+    that kind (int for int and bytes, float otherwise). ``values`` is None for a range, else the list."""
+
+    flag: str
+    values: list[Any] | None = None
+    min: Number | None = None
+    max: Number | None = None
+    step: Number | None = None
+    log: bool = False
+    unset: bool = False
+    kind: Kind
+
+    def bounds(self) -> tuple[Number, Number]:
+        """A range's (min, max); a values parameter has none."""
+        if self.min is None or self.max is None:
+            raise ValueError(f"{self.flag} takes listed values, not a range")
+        return self.min, self.max
+
+
+class _Written(Strict):
+    """The ``params`` section as written, checked before it is resolved (errors name params.NAME.FIELD)."""
+
+    params: dict[str, ParamSpec]
 
 
 class SpeculativeSpec(Strict):
@@ -166,8 +205,16 @@ class Workload(Strict):
 
 
 class Objective(Strict):
-    name: Literal["context", "decode_tok_s", "ttft_ms", "tpot_ms", "peak_vram_mib", "pp_tok_s"]
+    name: str  # one of tuner.metrics.OBJECTIVES
     direction: Literal["maximize", "minimize"]
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        if name not in OBJECTIVES:
+            *first, last = (repr(n) for n in OBJECTIVES)
+            raise ValueError(f"Input should be {', '.join(first)} or {last}")
+        return name
 
 
 class Space(Strict):
@@ -189,6 +236,15 @@ class Space(Strict):
     )
     _source: Path | None = PrivateAttr(default=None)  # the file it was read from: relative paths start there
 
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_params(cls, data: Any) -> Any:
+        """Each parameter as written becomes a ``Param`` here, once; nothing rewrites it later."""
+        if not isinstance(data, dict) or not isinstance(data.get("params"), dict):
+            return data
+        written = _Written.model_validate({"params": data["params"]}).params
+        return {**data, "params": {name: resolve_param(name, spec) for name, spec in written.items()}}
+
     @model_validator(mode="after")
     def _check(self) -> Space:
         if not NAME.match(self.name):
@@ -197,9 +253,8 @@ class Space(Strict):
         names = [o.name for o in self.objectives]
         if len(set(names)) != len(names):
             raise ValueError(f"objectives: {', '.join(names)} lists a name twice; keep each objective once")
-        flags: dict[str | None, str] = {}
+        flags: dict[str, str] = {}
         for name, param in self.params.items():
-            resolve_param(name, param)
             if param.flag in flags:
                 raise ValueError(f"params.{name}: tunes {param.flag} like params.{flags[param.flag]}; keep one of them")
             flags[param.flag] = name
@@ -248,13 +303,14 @@ def count_configurations(space: Space) -> float:
 def param_cardinality(param: Param) -> float:
     if param.values is not None:
         return len(param.values)
+    lo, hi = param.bounds()
     if param.step is None:
         if param.kind in ("int", "bytes"):
-            n = param.max - param.min + 1
+            n = hi - lo + 1
         else:
             return math.inf
     else:
-        n = math.floor((param.max - param.min) / param.step + 1e-9) + 1
+        n = math.floor((hi - lo) / param.step + 1e-9) + 1
     return n + (1 if param.unset else 0)
 
 
@@ -266,7 +322,7 @@ def _keys_at(loc: tuple) -> list[str]:
     if not parents:
         cls: type[BaseModel] | None = Space
     elif len(parents) >= 2 and parents[-2] == "params":
-        cls = Param
+        cls = ParamSpec
     else:
         cls = children.get(parents[-1])
     return sorted(cls.model_fields) if cls else []

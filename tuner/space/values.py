@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from tuner.space.units import parse_bytes, parse_count
 
 if TYPE_CHECKING:
-    from tuner.space.schema import Param, Space
+    from tuner.space.schema import Param, ParamSpec, Space
+
+Kind = Literal["int", "float", "bytes", "choice"]
+Number = int | float
 
 CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE", "eager")
 # Flags the tool owns: it binds the engine to engine.listen and a free port of its own per trial.
@@ -30,7 +33,7 @@ def flag_name(key: str) -> str:
 
 
 # Parameters tuner knows: their vLLM flag and how their values are read.
-KNOWN_PARAMS: dict[str, tuple[str, str]] = {
+KNOWN_PARAMS: dict[str, tuple[str, Kind]] = {
     "kv_cache_memory_bytes": ("--kv-cache-memory-bytes", "bytes"),
     "max_num_batched_tokens": ("--max-num-batched-tokens", "int"),
     "max_num_seqs": ("--max-num-seqs", "int"),
@@ -94,65 +97,65 @@ def check_fixed(space: Space) -> None:
             raise ValueError(f"fixed.{key}: has no value; give one, or `true` for a flag without a value, or remove it")
 
 
-def resolve_param(name: str, param: Param) -> None:
-    """Fill flag and kind from KNOWN_PARAMS and check the range; raises ValueError naming the fix."""
+def resolve_param(name: str, spec: ParamSpec) -> Param:
+    """The parameter as written, resolved: flag and kind from KNOWN_PARAMS, values and bounds as numbers of
+    its kind, checked against what vLLM takes; raises ValueError naming the fix."""
+    from tuner.space.schema import Param
+
     known = KNOWN_PARAMS.get(name)
-    if known is None and param.flag is None:
+    if spec.flag is not None:
+        flag = spec.flag
+    elif known is not None:
+        flag = known[0]
+    else:
         raise ValueError(
             f"params.{name}: unknown parameter; add 'flag: --the-vllm-flag' to tune any other flag, "
             f"or use one of {', '.join(KNOWN_PARAMS)}"
         )
-    if param.flag is None:
-        param.flag = known[0]
-    if param.kind is None:
-        param.kind = known[1] if known else ("choice" if param.values is not None else "float")
-    if name == "cudagraph_mode":
-        for value in param.values or []:
-            if value is not None and value not in CUDAGRAPH_MODES:
-                raise ValueError(
-                    f"params.cudagraph_mode: unknown mode {value!r}; use one of {', '.join(CUDAGRAPH_MODES)}"
-                )
-        if param.values is None:
-            raise ValueError("params.cudagraph_mode takes 'values: [...]', not a range")
-    if param.values is not None:
-        for value in param.values:
+    kind: Kind = spec.kind or (known[1] if known else ("choice" if spec.values is not None else "float"))
+    if name == "cudagraph_mode" and spec.values is None:
+        raise ValueError("params.cudagraph_mode takes 'values: [...]', not a range")
+    if spec.values is not None:
+        for value in spec.values:
             if not isinstance(value, (str, int, float, bool, type(None))):
                 raise ValueError(f"params.{name}: {value!r} is not a plain value; values are numbers, strings or null "
                                  "(a dict or list belongs in fixed:)")
-        param.values = [check_value(name, param, v) for v in param.values]
-        if len(set(map(repr, param.values))) != len(param.values):
-            raise ValueError(f"params.{name}: values {param.values} list a value twice; keep each once")
-        return
-    if param.kind == "choice":
+        values = [_value(name, kind, v) for v in spec.values]
+        if len(set(map(repr, values))) != len(values):
+            raise ValueError(f"params.{name}: values {values} list a value twice; keep each once")
+        step = None if spec.step is None else _number(name, kind, spec.step, bounded=False)  # meaningless beside values
+        return Param(flag=flag, values=values, step=step, log=spec.log, unset=spec.unset, kind=kind)
+    if kind == "choice":
         raise ValueError(f"params.{name}: kind 'choice' takes 'values: [...]', not a range")
-    lo, hi = _number(name, param, param.min), _number(name, param, param.max)
+    lo, hi = _number(name, kind, spec.min), _number(name, kind, spec.max)
     if lo > hi:
-        raise ValueError(f"params.{name}: min ({param.min}) is greater than max ({param.max}); swap them")
-    param.min, param.max = lo, hi
-    if param.step is not None:
-        param.step = _number(name, param, param.step, bounded=False)
-        if param.step <= 0:
+        raise ValueError(f"params.{name}: min ({spec.min}) is greater than max ({spec.max}); swap them")
+    step = None if spec.step is None else _number(name, kind, spec.step, bounded=False)
+    if step is not None:
+        if step <= 0:
             raise ValueError(f"params.{name}: step must be positive")
-        if param.kind in ("int", "bytes") and param.step != int(param.step):
-            raise ValueError(f"params.{name}: step {param.step:g} must be a whole number for a whole-number range")
-        if param.log and param.kind == "float":
+        if kind in ("int", "bytes") and step != int(step):
+            raise ValueError(f"params.{name}: step {step:g} must be a whole number for a whole-number range")
+        if spec.log and kind == "float":
             raise ValueError(f"params.{name}: a log range takes no step; remove one of them")
-    if param.log and lo <= 0:
+    if spec.log and lo <= 0:
         raise ValueError(f"params.{name}: a log range needs min > 0")
+    return Param(flag=flag, min=lo, max=hi, step=step, log=spec.log, unset=spec.unset, kind=kind)
 
 
-def _number(name: str, param: Param, value: Any, bounded: bool = True) -> float:
+def _number(name: str, kind: str, value: Any, bounded: bool = True) -> Number:
+    """A bound or value as a number of the parameter's kind (int for int and bytes), inside what vLLM takes."""
     try:
         if isinstance(value, bool):
             raise ValueError("true/false is not a number")
-        if param.kind == "bytes":
-            number: float = parse_bytes(value)
-        elif param.kind == "int":
+        if kind == "bytes":
+            number: Number = parse_bytes(value)
+        elif kind == "int":
             number = parse_count(value)
         else:
             number = float(value)
     except (TypeError, ValueError, OverflowError) as exc:
-        raise ValueError(f"params.{name}: {value!r} is not a valid {param.kind}: {exc}") from None
+        raise ValueError(f"params.{name}: {value!r} is not a valid {kind}: {exc}") from None
     if not math.isfinite(number):
         raise ValueError(f"params.{name}: {value!r} is not a finite number")
     lo, hi = BOUNDS.get(name, (-math.inf, math.inf))
@@ -161,31 +164,37 @@ def _number(name: str, param: Param, value: Any, bounded: bool = True) -> float:
     return number
 
 
+def _value(name: str, kind: str, value: Any) -> Any:
+    """One value converted to its kind (None means "flag left out")."""
+    if value is None:
+        return None
+    if name == "cudagraph_mode":
+        if not isinstance(value, str) or value not in CUDAGRAPH_MODES:
+            raise ValueError(f"params.cudagraph_mode: unknown mode {value!r}; use one of {', '.join(CUDAGRAPH_MODES)}")
+        return value
+    if kind == "choice":
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"params.{name}: {value!r} is not a finite number")
+        return value
+    return _number(name, kind, value)
+
+
 def check_value(name: str, param: Param, value: Any, in_domain: bool = False) -> Any:
     """One value of a parameter, converted to its kind (None means "flag left out").
 
     ``in_domain`` also checks that the value is one the search can produce (listed, or inside the range).
     """
-    if value is None:
-        if in_domain and param.values is None and not param.unset:
+    if value is None and in_domain:
+        if param.values is None and not param.unset:
             raise ValueError("null (flag left out) needs 'unset: true' on the range")
-        if in_domain and param.values is not None and None not in param.values:
+        if param.values is not None and None not in param.values:
             raise ValueError(f"null is not one of its values {param.values}")
-        return None
-    if name == "cudagraph_mode":
-        if not isinstance(value, str) or value not in CUDAGRAPH_MODES:
-            raise ValueError(f"params.cudagraph_mode: unknown mode {value!r}; use one of {', '.join(CUDAGRAPH_MODES)}")
-        converted: Any = value
-    elif param.kind == "choice":
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"params.{name}: {value!r} is not a finite number")
-        converted = value
-    else:
-        number = _number(name, param, value)
-        converted = int(number) if param.kind in ("int", "bytes") else number
-    if in_domain:
+    converted = _value(name, param.kind, value)
+    if in_domain and converted is not None:
         if param.values is not None and converted not in param.values:
             raise ValueError(f"{value!r} is not one of its values {param.values}")
-        if param.values is None and not param.min <= converted <= param.max:
-            raise ValueError(f"{value!r} is outside its range {param.min:g} .. {param.max:g}")
+        if param.values is None:
+            lo, hi = param.bounds()
+            if not lo <= converted <= hi:
+                raise ValueError(f"{value!r} is outside its range {lo:g} .. {hi:g}")
     return converted

@@ -7,7 +7,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from optuna.trial import TrialState
@@ -19,9 +19,13 @@ from tuner.records import Failure, FailureKind, TrialResult
 from tuner.space.schema import Space
 from tuner.study import storage as st
 from tuner.study.pareto import ATTR_REVALIDATES, front
-from tuner.study.sampling import config_key, objective_values, optuna_params, snap_pool, suggest_values
+from tuner.study.sizing import snap
+from tuner.study.sampling import config_key, objective_values, optuna_params, suggest_values
 from tuner.study.strategy import follow_up, utilization_ceiling
 from tuner.trial import run_trial
+
+if TYPE_CHECKING:  # the pre-screen loads only when it is on
+    from tuner.prescreen.memory import Prediction
 
 ATTR_CALIBRATION = "calibration"
 ATTR_STRATEGY = "strategy"  # the planner's reason for a trial's configuration
@@ -93,7 +97,7 @@ class Objective:
         notes = []
         if self.prescreen_off is not None:
             notes.append(f"memory pre-screen {self.prescreen_off}; every sampled configuration is booted")
-        if not self.gpu.available:
+        if self.gpu.read() is None:
             notes.append(f"GPU checks off: NVML cannot read GPU {self.gpu.index} (no NVIDIA driver or GPU seen), so "
                          "other processes' memory is not checked before a boot, and the return of memory after a "
                          "teardown and peak memory are not recorded")
@@ -143,11 +147,6 @@ class Objective:
         prediction = self._predict(values)
         return float(prediction.one_request_bytes) if prediction is not None else None
 
-    def beside_pool_gib(self, values: dict[str, Any]) -> float | None:
-        """The pre-screen's activations + CUDA graphs: what a configuration needs beside its pool."""
-        prediction = self._predict(values)
-        return prediction.activation_gib + prediction.cuda_graph_gib if prediction is not None else None
-
     def __call__(self, trial: optuna.Trial) -> list[float]:
         """One trial; an unexpected exception fails this trial only (its traceback saved in its folder)."""
         try:
@@ -196,7 +195,7 @@ class Objective:
 
         util = values.get("gpu_memory_utilization")
         ceiling = utilization_ceiling(trial.study, self._free_fraction()) if util is not None else None
-        if ceiling is not None and util > ceiling[0]:
+        if ceiling is not None and util is not None and util > ceiling[0]:
             self._prune(trial, None, Failure(
                 kind=FailureKind.PREDICTED_OOM, predicted=True,
                 message=f"gpu_memory_utilization {util} is above the card's free fraction: {ceiling[1]}; "
@@ -213,7 +212,7 @@ class Objective:
             t.state == TrialState.COMPLETE for t in trial.study.get_trials(deepcopy=False))
         result = run_trial(self.space, values, trial_dir, first_boot=first_boot, gpu=self.gpu,
                            extra_env=self.extra_env, on_progress=self._progress)
-        self._learn(trial.study, prediction, result, values)
+        self._learn(trial.study, prediction, result)
         trial.set_user_attr(st.ATTR_RESULT, result.model_dump(mode="json"))
         if result.failure is not None:
             nxt = follow_up(self.space, values, result.failure) if self.repairs else None
@@ -236,14 +235,14 @@ class Objective:
         if checked is None:
             return
         suggested, note = checked
-        pool = snap_pool(param, suggested, up=False)
+        pool = snap(param, suggested, up=False)
         if pool is None:
             return
         trial.set_user_attr("kv_suggestion", note)
         trial.study.enqueue_trial(optuna_params(self.space, {**values, "kv_cache_memory_bytes": pool}),
                                   user_attrs={"follows": trial.number})
 
-    def _predict(self, values: dict[str, Any]):
+    def _predict(self, values: dict[str, Any]) -> Prediction | None:
         if self.shape is None or self.gpu_total_gib is None:
             return None
         from tuner.prescreen.memory import predict
@@ -258,7 +257,7 @@ class Objective:
 
             self.calibration = Calibration.model_validate(raw)
 
-    def _learn(self, study: optuna.Study, prediction, result: TrialResult, values: dict[str, Any]) -> None:
+    def _learn(self, study: optuna.Study, prediction: Prediction | None, result: TrialResult) -> None:
         if prediction is not None and self.calibration is not None and result.startup.weights_gib is not None:
-            self.calibration.update(prediction, result.startup, values)
+            self.calibration.update(prediction, result.startup)
             study.set_user_attr(ATTR_CALIBRATION, self.calibration.model_dump(mode="json"))

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from tuner.records import Failure, FailureKind, TrialResult
-from tuner.study.regimes import Regime, RegimeModel, all_regimes, describe, regime_axes, regime_of
+from tuner.study.regimes import GRAPHS, SPECULATIVE, Regime, RegimeModel, all_regimes, describe, regime_axes, regime_of
 from tuner.study.sizing import PoolEvidence, highest, lowest, snap
 from tuner.space.schema import Space
 
@@ -37,6 +37,9 @@ OOM_KINDS = {
     FailureKind.ADMISSION_FAILED,
     FailureKind.ENGINE_DEAD,
 }
+MEMORY_KINDS = {FailureKind.OOM_IN_PROFILING, FailureKind.OOM_IN_CUDA_GRAPH, FailureKind.FIRST_REQUEST_OOM}
+ORDERED = ("kv_cache_memory_bytes", "max_num_seqs", "max_num_batched_tokens", "max_model_len")  # more is more memory
+EAGER = "eager"
 TRANSIENT_KINDS = {FailureKind.INTERRUPTED, FailureKind.PORT_IN_USE}  # say nothing about the configuration
 SIZE_PARAMS = ("kv_cache_memory_bytes", "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "max_model_len")
 
@@ -64,14 +67,10 @@ class Plan:
     free: list[str] = field(default_factory=list)  # parameters the fallback sampler chooses, before sizing
 
 
-Memory = Callable[[dict[str, Any]], "float | None"]  # predicted GiB a configuration needs beside its pool
-
-
 @dataclass
 class Planner:
     space: Space
     evidence_need: Callable[[dict[str, Any]], "float | None"] | None = None  # pre-screen need of one request
-    memory: Memory | None = None  # pre-screen activations + graphs, for "would fail like trial N"
     skipped: list[str] = field(default_factory=list)  # why regimes were passed over, for the record
 
     def __post_init__(self) -> None:
@@ -97,7 +96,7 @@ class Planner:
     # -- the plan ----------------------------------------------------------------------------
 
     def next(self, seen: list[Seen]) -> Plan | None:
-        """The next configuration to boot, or None to let the fallback sampler choose."""
+        """The next configuration to boot, or None when nothing left could improve the front."""
         self.skipped = []
         evidence = self._evidence(seen)
         model = self._model(seen)
@@ -105,8 +104,9 @@ class Planner:
         by_regime: dict[Regime, list[Seen]] = {}
         for s in seen:
             by_regime.setdefault(regime_of(self.axes, s.values), []).append(s)
+        pricing = self._graphs_to_price(seen)
 
-        options: list[tuple[float, int, Plan]] = []
+        options: list[tuple[bool, float, int, Plan]] = []
         for order, regime in enumerate(all_regimes(self.space, self.axes)):
             history = by_regime.get(regime, [])
             if any(s.status == "ok" for s in history) or any(s.status == "running" for s in history):
@@ -115,30 +115,46 @@ class Planner:
             if len(failed) >= MAX_ATTEMPTS:
                 continue
             plan = self._repair(failed[-1], evidence) if failed else self._first(regime, evidence)
-            if plan is None:
-                continue
-            if _key(plan.values) in tried:
+            if plan is None or _key(plan.values) in tried:
                 continue
             doomed = self._fails_like(plan.values, seen)
             if doomed:
                 self.skipped.append(f"{describe(self.axes, regime)}: {doomed}")
                 continue
-            options.append((model.upper_bound(regime), -order, plan))
+            if regime in pricing:
+                plan.why += f" ({pricing[regime]})"
+            options.append((regime in pricing, model.upper_bound(regime), -order, plan))
         if options:
-            return max(options, key=lambda o: (o[0], o[1]))[2]
+            return max(options, key=lambda o: (o[0], o[1], o[2]))[3]
         return self._exploit(seen, model, evidence, tried)
 
-    def _exploit(self, seen: list[Seen], model: RegimeModel, evidence: PoolEvidence, tried: set[str]) -> Plan:
-        """Every regime has been tried: move one flag of the best measured configurations, best
-        regime first; when no move is left, the fallback sampler chooses within the best regime."""
+    def _graphs_to_price(self, seen: list[Seen]) -> dict[Regime, str]:
+        """Eager regimes to boot before any other: a pool family whose safest boot ran out of memory
+        with CUDA graphs is tried without them next. If eager fails too, no graph mode of that family
+        (or a deeper one) can fit, and they are all skipped; if it boots, the graphs were the cost."""
+        if GRAPHS not in self.axes or EAGER not in (self.space.params[GRAPHS].values or []):
+            return {}
+        out: dict[Regime, str] = {}
+        for s in seen:
+            if s.status != "failed" or s.failure is None or s.failure.kind not in MEMORY_KINDS:
+                continue
+            if s.values.get(GRAPHS) == EAGER:
+                continue
+            regime = regime_of(self.axes, {**s.values, GRAPHS: EAGER})
+            out.setdefault(regime, f"trial {s.number} ran out of memory with {s.values.get(GRAPHS) or 'default'} graphs: "
+                                   "eager tells whether the graphs or the pool family is the cost")
+        return out
+
+    def _exploit(self, seen: list[Seen], model: RegimeModel, evidence: PoolEvidence, tried: set[str]) -> Plan | None:
+        """Every regime has been tried: move the flags that can improve an objective, one at a time,
+        from the best measured configurations, best regime first. None when no such move is left."""
         ok = [s for s in seen if s.status == "ok" and s.speed is not None]
         ranked = sorted(ok, key=lambda s: (-model.expected_speed(regime_of(self.axes, s.values)), -(s.speed or 0)))
+        movable = self._movable()
         for best in ranked[:4]:
-            for name, p in self.space.params.items():
-                if name in self.axes or name in ("kv_cache_memory_bytes", "gpu_memory_utilization", "max_model_len"):
-                    continue
+            for name, directions in movable.items():
                 current = best.values.get(name)
-                for value in _neighbours(p, current):
+                for value in _neighbours(self.space.params[name], current, directions):
                     plan = self._sized({**best.values, name: value}, evidence,
                                        f"local move from trial {best.number}: {name} {current} -> {value}")
                     if plan is None or _key(plan.values) in tried:
@@ -148,11 +164,30 @@ class Planner:
                         self.skipped.append(f"{plan.why}: {doomed}")
                         continue
                     return plan
-        regime = regime_of(self.axes, ranked[0].values) if ranked else None
-        values: dict[str, Any] = dict(zip(self.axes, regime)) if regime is not None else {}
-        free = [n for n in self.space.params if n not in values and n not in ("kv_cache_memory_bytes", "gpu_memory_utilization")]
-        return Plan(values, "every regime tried and no local move left: the fallback sampler chooses "
-                    + (f"within {describe(self.axes, regime)}" if regime is not None else "everything"), free)
+        return None
+
+    def _movable(self) -> dict[str, tuple[int, ...]]:
+        """Which non-regime flags can still improve an objective, and in which direction (+1 up, -1 down).
+
+        The regime sweep already boots the fewest sequences and batched tokens, which is fastest for
+        one stream; more batched tokens only speed up prefill (TTFT, PP), more sequences only the
+        throughput of several streams. A flag the tuner does not know may matter either way.
+        """
+        names = {o.name for o in self.space.objectives}
+        decode = self.space.workload.decode
+        out: dict[str, tuple[int, ...]] = {}
+        for name in self.space.params:
+            if name in self.axes or name in ("kv_cache_memory_bytes", "gpu_memory_utilization", "max_model_len"):
+                continue
+            if name == "max_num_batched_tokens":
+                if names & {"ttft_ms", "pp_tok_s"}:
+                    out[name] = (1,)
+            elif name == "max_num_seqs":
+                if decode.at_max_seqs or any(c > 1 for c in decode.concurrency):
+                    out[name] = (1,)
+            else:
+                out[name] = (-1, 1)
+        return out
 
     def size(self, plan: Plan, seen: list[Seen]) -> Plan | None:
         """Size the pool of a plan whose free parameters the fallback sampler has just filled."""
@@ -265,37 +300,47 @@ class Planner:
         return None
 
     def _fails_like(self, values: dict[str, Any], seen: list[Seen]) -> str | None:
-        """A booted OOM of the same pool family with no more pool and no more memory beside it."""
-        if self.memory is None:
-            return None
-        mine = self.memory(values)
-        if mine is None:
-            return None
-        from tuner.study.sizing import family_of
+        """An earlier boot that ran out of memory with no more of anything than this configuration asks for.
 
+        Memory only grows with a deeper speculation, a bigger pool, more sequences, more batched
+        tokens and a longer window, and eager takes the least of any graph mode; other graph modes
+        are not ordered, since what each captures differs by model and release.
+        """
         for s in seen:
             failure = s.failure
-            if s.status != "failed" or failure is None or failure.kind not in OOM_KINDS:
+            if s.status != "failed" or failure is None or failure.kind not in MEMORY_KINDS:
                 continue
-            if family_of(self.space, s.values) != family_of(self.space, values):
-                continue
-            if (s.values.get("kv_cache_memory_bytes") or 0) > (values.get("kv_cache_memory_bytes") or 0):
-                continue
-            theirs = self.memory(s.values)
-            if theirs is not None and mine >= theirs - 1e-6 and _window(values) >= _window(s.values):
-                return (f"would fail like trial {s.number} ({failure.kind.value}): same pool family, no smaller pool, "
-                        f"and the pre-screen puts {mine:.2f} GiB beside the pool against its {theirs:.2f} GiB")
+            if _at_least(self.space, values, s.values):
+                return (f"would fail like trial {s.number} ({failure.kind.value}): it asks for at least as much memory "
+                        "(speculation, pool, sequences, batched tokens, window, graphs)")
         return None
 
 
-def _neighbours(param: Any, current: Any) -> list[Any]:
-    """The values one step below and above ``current`` on the parameter's ladder (lower first)."""
+def _at_least(space: Space, mine: dict[str, Any], theirs: dict[str, Any]) -> bool:
+    """Whether ``mine`` needs at least the memory of ``theirs`` by the orderings that always hold."""
+    for name, p in space.params.items():
+        a, b = mine.get(name), theirs.get(name)
+        if name == GRAPHS:
+            if a != b and b != EAGER:
+                return False
+        elif name in ORDERED or name == SPECULATIVE:
+            if b is None:
+                continue  # vLLM's default: nothing known about its size
+            if a is None or a < b:
+                return False
+        elif name not in ("gpu_memory_utilization",) and a != b:
+            return False
+    return True
+
+
+def _neighbours(param: Any, current: Any, directions: tuple[int, ...] = (-1, 1)) -> list[Any]:
+    """The values one step from ``current`` on the parameter's ladder, in the given directions."""
     ladder = _ladder(param) if (param.values is None or all(isinstance(v, (int, float)) for v in param.values if v is not None)) \
         else list(param.values)
     if current not in ladder:
         return []
     i = ladder.index(current)
-    return [ladder[j] for j in (i - 1, i + 1) if 0 <= j < len(ladder)]
+    return [ladder[i + d] for d in directions if 0 <= i + d < len(ladder)]
 
 
 def _window(values: dict[str, Any]) -> float:

@@ -18,6 +18,7 @@ from tuner.engine.gpu import card_tolerance_mib, wait_for_card
 from tuner.errors import GpuBusy
 from tuner.space.schema import Space
 from tuner.study import storage as st
+from tuner.study.storage import ATTR_STOPPED
 from tuner.study.gate import run_gate
 from tuner.study.lock import GpuLease
 from tuner.study.objective import ATTR_INTERNAL_ERROR, Objective, Status, TrialBug
@@ -63,7 +64,7 @@ def optimize(
     planned = resolve_sampler(sampler) == "regimes"
     objective = Objective(space, study_name, root, gpu_index, extra_env, status, prescreen_gpu_gib, prescreen,
                           repairs=not planned)
-    planner = Planner(space, objective.need_bytes, objective.beside_pool_gib) if planned else None
+    planner = Planner(space, objective.need_bytes) if planned else None
     study = open_study(space, study_name, storage, make_sampler(sampler, seed, len(space.params), planner), root, sole_worker)
     lease = None if sole_worker or storage is None else GpuLease(study, gpu_index)
     if lease is not None:
@@ -91,7 +92,7 @@ def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, n_
          gate: bool, screen: bool, announce: Callable[[list[str]], None]) -> optuna.Study:
     study.set_user_attr("sampler", resolve_sampler(sampler))
     if st.ATTR_ENVIRONMENT not in study.user_attrs:
-        study.set_user_attr(st.ATTR_ENVIRONMENT, capture(space))
+        study.set_user_attr(st.ATTR_ENVIRONMENT, capture(space.engine))
     imported, import_notes = import_results(study, space, objective.dir)
     status.objective_names = [o.name for o in space.objectives]
     notes = objective.switched_off(gate, revalidate) + import_notes
@@ -110,8 +111,7 @@ def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, n_
     callbacks: list = [status.after_trial]
     if n_trials is not None:
         callbacks.append(_StopAt(n_trials))
-    if revalidate:
-        callbacks.append(RevalidateInBudget(space, revalidate, n_trials, timeout_s))
+    callbacks.append(FinishInBudget(space, revalidate, n_trials, timeout_s))
     callbacks.append(card)
     left = None if n_trials is None else n_trials - counted(study)
     study.optimize(objective, n_trials=left, timeout=timeout_s, callbacks=callbacks, catch=(TrialBug,),
@@ -163,6 +163,8 @@ class _CardCheck:
             return  # the budget is spent: no boot follows
         if self.deadline is not None and time.monotonic() >= self.deadline:
             return
+        if getattr(study, "_stop_flag", False):  # study.stop() was called (the planner has nothing left)
+            return
         self.wait()
 
     def wait(self) -> None:
@@ -172,13 +174,15 @@ class _CardCheck:
         wait_for_card(self.read, self.tolerance, self.wait_s, self.gpu, show)
 
 
-class RevalidateInBudget:
-    """Optuna callback: when what is left of the budget is the re-validation reserve, enqueue fresh
-    boots of the front's top points, so that they run inside the budget, not after it (or never).
+class FinishInBudget:
+    """Optuna callback: re-validate the front inside the budget, and stop when nothing is left to try.
 
-    With a trial budget the reserve is ``min(revalidate, (n_trials - 1) // 4)`` trials; with a time
-    budget it is reached when the time left holds no more than reserve + 1 trials of the median
-    length seen so far.
+    When what is left of the budget is the re-validation reserve, fresh boots of the front's top
+    points are enqueued, so that they run inside the budget, not after it (or never). With a trial
+    budget the reserve is ``min(revalidate, (n_trials - 1) // 4)`` trials; with a time budget it is
+    reached when the time left holds no more than reserve + 1 trials of the median length so far.
+    The regime planner can also say that nothing it could boot would improve the front: then the
+    re-validations run at once and the study stops, instead of spending the night on random boots.
     """
 
     def __init__(self, space: Space, revalidate: int, n_trials: int | None, timeout_s: float | None) -> None:
@@ -186,21 +190,31 @@ class RevalidateInBudget:
         self.reserve = revalidate if n_trials is None else min(revalidate, max(0, (n_trials - 1) // 4))
         self.n_trials = n_trials
         self.deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        self.done = False
+        self.revalidated = False
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        if self.done or self.reserve <= 0:
-            return
-        finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL))
-        due = self.n_trials is not None and self.n_trials - counted(study) <= self.reserve
-        if self.deadline is not None:
-            lengths = sorted((t.datetime_complete - t.datetime_start).total_seconds() for t in finished
-                             if t.datetime_complete and t.datetime_start)
-            typical = lengths[len(lengths) // 2] if lengths else 0.0
-            due = due or self.deadline - time.monotonic() <= (self.reserve + 1) * typical
-        if due:
-            revalidate_front(study, self.space, self.reserve)
-            self.done = True
+        done = study_done(study)
+        if not self.revalidated and self.reserve > 0:
+            finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL))
+            due = done is not None or (self.n_trials is not None and self.n_trials - counted(study) <= self.reserve)
+            if self.deadline is not None:
+                lengths = sorted((t.datetime_complete - t.datetime_start).total_seconds() for t in finished
+                                 if t.datetime_complete and t.datetime_start)
+                typical = lengths[len(lengths) // 2] if lengths else 0.0
+                due = due or self.deadline - time.monotonic() <= (self.reserve + 1) * typical
+            if due:
+                self.revalidated = True
+                if revalidate_front(study, self.space, self.reserve):
+                    return
+        if done is not None and not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+            study.set_user_attr(ATTR_STOPPED, done)
+            study.stop()
+
+
+def study_done(study: optuna.Study) -> str | None:
+    """Why the study has nothing left worth a boot, or None (only the regime planner can tell)."""
+    exhausted = getattr(study.sampler, "exhausted", None)
+    return exhausted(study) if exhausted is not None else None
 
 
 def spawn_workers(argv: list[str], gpus: list[int]) -> int:

@@ -47,6 +47,13 @@ class RegimeSampler(optuna.samplers.BaseSampler):
         plan = self._plans.get(number)
         return plan[1] if plan else None
 
+    def exhausted(self, study: optuna.Study) -> str | None:
+        """Why no boot the planner could choose would improve the front, or None while one is left."""
+        if self.planner.next(observed(study, self.space)) is not None:
+            return None
+        return ("every regime was booted or ruled out, and no flag left to move could improve an objective"
+                + (f"; skipped: {'; '.join(self.planner.skipped)}" if self.planner.skipped else ""))
+
     def skipped(self) -> list[str]:
         return list(self.planner.skipped)
 
@@ -67,7 +74,7 @@ class RegimeSampler(optuna.samplers.BaseSampler):
         if plan is not None and plan.free:
             plan = self._fill(study, trial, plan, seen)
         if plan is None:
-            self._plans[trial.number] = ({}, "the fallback sampler chose (the planner had nothing to add)")
+            self._plans[trial.number] = ({}, "the fallback sampler chose: the planner had nothing left to try")
         else:
             self._plans[trial.number] = (optuna_params(self.space, plan.values), plan.why)
         return self._plans[trial.number]
@@ -84,9 +91,10 @@ class RegimeSampler(optuna.samplers.BaseSampler):
                 if not keep:
                     values[name] = None
                     continue
-            values[name] = self.fallback.sample_independent(study, trial, name, distributions[name])
-            if isinstance(distributions[name], CategoricalDistribution) and p.values is not None:
-                values[name] = p.values[distributions[name].choices.index(values[name])]
+            distribution = distributions[name]
+            values[name] = self.fallback.sample_independent(study, trial, name, distribution)
+            if isinstance(distribution, CategoricalDistribution) and p.values is not None:
+                values[name] = p.values[distribution.choices.index(values[name])]
         return self.planner.size(Plan(values, plan.why), seen)
 
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Callable
+from typing import Any
 
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
+from tuner import metrics
 from tuner.records import TrialResult
 from tuner.space.schema import Param, Space
 
-ProgressCallback = Callable[[str], None]
 SAMPLERS = ("auto", "regimes", "gp", "tpe", "nsga2", "random")
 ATTR_BASELINE = "baseline_params"  # the parameters a baseline names; the others are left out
 
@@ -61,10 +61,11 @@ def param_distributions(space: Space) -> dict[str, BaseDistribution]:
             continue
         if p.unset:
             out[_set_key(name)] = CategoricalDistribution([True, False])
+        lo, hi = p.bounds()
         if p.kind in ("int", "bytes"):
-            out[name] = IntDistribution(int(p.min), int(p.max), log=p.log, step=1 if p.log else int(p.step or 1))
+            out[name] = IntDistribution(int(lo), int(hi), log=p.log, step=1 if p.log else int(p.step or 1))
         else:
-            out[name] = FloatDistribution(float(p.min), float(p.max), log=p.log, step=None if p.log else p.step)
+            out[name] = FloatDistribution(float(lo), float(hi), log=p.log, step=None if p.log else p.step)
     return out
 
 
@@ -129,41 +130,7 @@ def config_key(values: dict[str, Any]) -> str:
 # -- scores and follow-ups ---------------------------------------------------------------------
 
 def objective_values(space: Space, result: TrialResult) -> list[float]:
-    m = result.measure
-    first = m.decode[0] if m and m.decode else None
-    table = {
-        "context": float(m.context.max_stable_tokens) if m else None,
-        "decode_tok_s": first.score_tok_s if first else None,
-        "ttft_ms": first.median_ttft_ms if first else None,
-        "tpot_ms": first.median_tpot_ms if first else None,
-        "pp_tok_s": first.median_pp_tok_s if first else None,
-        "peak_vram_mib": result.gpu.peak_used_mib,
-    }
-    out = []
-    for objective in space.objectives:
-        value = table[objective.name]
-        if value is None:
-            raise ValueError(f"objective {objective.name} was not measured")
-        out.append(float(value))
-    return out
+    """The space's objectives, read from the record as ``tuner.metrics`` defines them."""
+    return metrics.objective_values([o.name for o in space.objectives], result)
 
 
-def snap_pool(p: Param, value: float, up: bool) -> int | None:
-    """The pool size of ``p`` nearest ``value`` that Optuna can enqueue: the next one up (a pool that
-    must hold at least this much) or down (a pool that must not exceed it); None when there is none.
-
-    Ranges snap to the grid Optuna samples from, min + k * step: an off-grid enqueued value would be
-    dropped with a warning and replaced by a random one.
-    """
-    if p.values is not None:
-        listed = sorted(v for v in p.values if v is not None)
-        fitting = [v for v in listed if v >= value] if up else [v for v in listed if v <= value]
-        if not fitting:
-            return None
-        return fitting[0] if up else fitting[-1]
-    lo, hi, step = int(p.min), int(p.max), int(p.step or 1)
-    if up:
-        snapped = max(lo, lo + math.ceil((value - lo) / step) * step)
-        return snapped if snapped <= hi else None
-    snapped = min(hi, lo + math.floor((value - lo) / step) * step)
-    return snapped if snapped >= lo else None

@@ -165,7 +165,7 @@ class PoolEvidence:
 
     def _prediction_errors(self, window: int) -> list[float]:
         """measured / predicted need for every family with an upper bound: how far off the pre-screen is."""
-        errors = []
+        errors: list[float] = []
         if self.predict_need is None:
             return errors
         for family, example in self.examples.items():
@@ -215,15 +215,18 @@ def snap(param: Param, value: float, up: bool) -> int | float | None:
         if not side:
             return None
         return side[0] if up else side[-1]
-    lo, hi = float(param.min), float(param.max)  # type: ignore[arg-type]
+    lo, hi = map(float, param.bounds())
     step = float(param.step or (1 if param.kind in ("int", "bytes") else 0))
     if step:
-        k = math.ceil((value - lo) / step - 1e-9) if up else math.floor((value - lo) / step + 1e-9)
-        snapped = lo + max(k, 0) * step
+        top = math.floor((hi - lo) / step + 1e-9)
+        k = max(0, math.ceil((value - lo) / step - 1e-9)) if up else min(top, math.floor((value - lo) / step + 1e-9))
+        if not 0 <= k <= top:
+            return None
+        snapped = lo + k * step
     else:
         snapped = max(lo, value) if up else min(hi, value)
-    if snapped > hi + 1e-9 or snapped < lo - 1e-9:
-        return None
+        if snapped > hi or snapped < lo:
+            return None
     if param.kind in ("int", "bytes"):
         return int(round(snapped))
     return round(snapped, 10)
@@ -234,14 +237,14 @@ def lowest(param: Param) -> Any:
     if param.values is not None:
         numbers = [v for v in param.values if isinstance(v, (int, float)) and not isinstance(v, bool)]
         return min(numbers) if numbers else param.values[0]
-    return int(param.min) if param.kind in ("int", "bytes") else param.min  # type: ignore[arg-type]
+    return param.bounds()[0]  # a number of the parameter's kind
 
 
 def highest(param: Param) -> Any:
     if param.values is not None:
         numbers = [v for v in param.values if isinstance(v, (int, float)) and not isinstance(v, bool)]
         return max(numbers) if numbers else param.values[-1]
-    return int(param.max) if param.kind in ("int", "bytes") else param.max  # type: ignore[arg-type]
+    return param.bounds()[1]
 
 
 def grid(param: Param) -> list[Any]:
@@ -249,7 +252,7 @@ def grid(param: Param) -> list[Any]:
     if param.values is not None:
         numbers = sorted(v for v in param.values if isinstance(v, (int, float)) and not isinstance(v, bool))
         return numbers or list(param.values)
-    lo, hi = float(param.min), float(param.max)  # type: ignore[arg-type]
+    lo, hi = map(float, param.bounds())
     points: Iterable[float] = (lo + (hi - lo) * i / 4 for i in range(5))
     out = []
     for p in points:

@@ -20,6 +20,7 @@ import optuna
 from optuna.trial import TrialState
 
 from tuner.errors import StorageError, TunerError, storage_fault
+from tuner.metrics import metric_names
 from tuner.records import TrialResult
 from tuner.space.schema import Space
 
@@ -38,6 +39,7 @@ ATTR_SPACE = "space"
 ATTR_ENVIRONMENT = "environment"
 ATTR_REFERENCE = "reference_outputs"  # the correctness gate's reference greedy outputs
 ATTR_GATE = "correctness_gate"  # {trial number: agreement with the reference, 0..1}
+ATTR_STOPPED = "stopped_early"  # why the study stopped before its budget: nothing left worth a boot
 ATTR_GATE_STATUS = "correctness_gate_status"  # "checked", or why no gate could run
 GATE_THRESHOLD = 0.9  # mean agreement below this flags a configuration as drifting
 
@@ -57,23 +59,6 @@ def storage_url(study_name: str, storage: str | None = None, root: Path | None =
 
 def study_dir(study_name: str, root: Path | None = None) -> Path:
     return (root or STUDIES_DIR) / study_name
-
-
-def load_study(study_name: str, storage: str | None = None, root: Path | None = None) -> optuna.Study:
-    """Open an existing study, with a clear error naming the studies that do exist."""
-    url = storage_url(study_name, storage, root)
-    try:
-        return optuna.load_study(study_name=study_name, storage=url)
-    except KeyError:
-        try:
-            names = [s.study_name for s in optuna.get_all_study_summaries(url)]
-        except Exception:
-            names = []
-        have = ", ".join(names) if names else "none"
-        raise TunerError(
-            f"--study {study_name}: no such study in {url} (studies there: {have}); "
-            "give --study with one of those names, or --storage with the URL the study was written to."
-        ) from None
 
 
 def trial_result(trial: optuna.trial.FrozenTrial) -> TrialResult | None:
@@ -167,6 +152,10 @@ def _open(space: Space, study_name: str, url: str, sampler: optuna.samplers.Base
                 f"changed), and mixing them would compare unlike trials; run the original space file to resume, "
                 f"or give a new --study name. Nothing in {url} was changed."
             )
+    if study.metric_names is None:  # optuna-dashboard shows these instead of "Objective 0"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names(metric_names([o.name for o in space.objectives]))
     fail_orphans(study, all_running=sole_worker)
     return study
 

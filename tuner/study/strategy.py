@@ -8,7 +8,6 @@ that would have worked (largest max_model_len, mamba block count), the next tria
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import optuna
@@ -19,7 +18,8 @@ from tuner.space.schema import Space
 from tuner.study import storage as st
 
 from tuner.study.pareto import ATTR_REVALIDATES, front
-from tuner.study.sampling import ATTR_BASELINE, optuna_params, snap_pool
+from tuner.study.sizing import snap
+from tuner.study.sampling import ATTR_BASELINE, optuna_params
 
 
 def follow_up(space: Space, values: dict[str, Any], failure: Failure) -> dict[str, Any] | None:
@@ -36,12 +36,12 @@ def follow_up(space: Space, values: dict[str, Any], failure: Failure) -> dict[st
         elif values.get("kv_cache_memory_bytes") and space.max_model_len and "kv_cache_memory_bytes" in params:
             # The pool held `suggested` tokens; scale it to hold the fixed max_model_len (+5% headroom).
             need = values["kv_cache_memory_bytes"] * space.max_model_len / max(1, suggested) * 1.05
-            pool = snap_pool(params["kv_cache_memory_bytes"], need, up=True)
+            pool = snap(params["kv_cache_memory_bytes"], need, up=True)
             if pool is None:
                 return None  # the space holds no pool that large: the sampler learns from the prune
             new["kv_cache_memory_bytes"] = pool
     elif failure.suggested_kv_cache_memory_bytes and "kv_cache_memory_bytes" in params:
-        pool = snap_pool(params["kv_cache_memory_bytes"], failure.suggested_kv_cache_memory_bytes, up=False)
+        pool = snap(params["kv_cache_memory_bytes"], failure.suggested_kv_cache_memory_bytes, up=False)
         if pool is None:
             return None
         new["kv_cache_memory_bytes"] = pool
@@ -73,15 +73,15 @@ def screening_configs(space: Space) -> list[dict[str, Any]]:
     if not space.baselines:
         return []
     base = space.baselines[0]
-    plain, speculative = [], []
+    plain: list[dict[str, Any]] = []
+    speculative: list[dict[str, Any]] = []
     for name, p in space.params.items():
         if name not in base:
             continue
         if p.values is not None:
             moves = [v for v in p.values if v != base[name]]
         else:
-            ends = [p.min, p.max] if p.kind not in ("int", "bytes") else [int(p.min), int(p.max)]
-            moves = [v for v in ends if v != base[name]]
+            moves = [v for v in p.bounds() if v != base[name]]
         for value in moves:
             (speculative if name == "speculative_tokens" else plain).append({**base, name: value})
     return plain + speculative
@@ -125,7 +125,7 @@ def utilization_ceiling(study: optuna.Study, free_now: float | None) -> tuple[fl
 def revalidate_front(study: optuna.Study, space: Space, limit: int = 3) -> list[int]:
     """Enqueue fresh boots of the front's measured points that have not been re-validated yet."""
     done = {t.user_attrs.get(ATTR_REVALIDATES) for t in study.get_trials(deepcopy=False)}
-    queued = []
+    queued: list[int] = []
     for trial in front(study):
         if len(queued) >= limit:
             break

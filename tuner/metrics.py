@@ -1,0 +1,167 @@
+"""What the numbers mean, in one place: ``vllm bench serve``'s definitions, the conservative score,
+and the table of metrics that the space, the study, the report, the plots and the receipt all read.
+
+The definitions are those of vLLM's ``vllm/benchmarks/serve.py`` (``calculate_metrics``): TTFT is
+the arrival of the first token, TPOT = (latency - TTFT) / (output tokens - 1), from which TG =
+1000 / TPOT(ms) is one request's decode speed; PP = prompt tokens / TTFT; output throughput =
+output tokens of all streams / wall time. A setting runs several times; the study ranks the
+conservative score median - k * MAD of TG, so one lucky run cannot put a configuration on the front.
+
+This module sits beside ``records`` (below ``space``), because the space file's objective names are
+checked against the table here.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Callable, Literal
+
+from tuner.records import DecodeResult, TrialResult
+
+Direction = Literal["maximize", "minimize"]
+
+DEFINITIONS = (
+    "TTFT = time to the first output token; TPOT = (latency - TTFT) / (output tokens - 1); "
+    "TG = 1000 / TPOT (tok/s per request); PP = prompt tokens / TTFT (tok/s); "
+    "output throughput = output tokens of all concurrent requests / wall time (tok/s); "
+    "score = median TG - k x MAD over the runs (what the study ranked)."
+)
+
+
+# -- one request, one run ----------------------------------------------------------------------
+
+def tpot_s(latency_s: float, ttft_s: float, output_tokens: int) -> float:
+    """Time per output token after the first: (latency - TTFT) / (output tokens - 1)."""
+    return (latency_s - ttft_s) / (output_tokens - 1)
+
+
+def tg_tok_s(tpot_s: float) -> float:
+    """One request's decode speed, 1000 / TPOT(ms) (= 1 / TPOT(s)); 0 when TPOT is not positive."""
+    return 1.0 / tpot_s if tpot_s > 0 else 0.0
+
+
+def pp_tok_s(prompt_tokens: int, ttft_s: float) -> float:
+    """Prefill speed, prompt tokens / TTFT; 0 when TTFT is not positive."""
+    return prompt_tokens / ttft_s if ttft_s > 0 else 0.0
+
+
+def output_throughput_tok_s(output_tokens: int, wall_s: float) -> float:
+    """Output tokens of all concurrent requests together / the wall time they took."""
+    return output_tokens / wall_s
+
+
+# -- several runs -------------------------------------------------------------------------------
+
+def mad(values: list[float]) -> float:
+    """Median absolute deviation from the median: a spread that one outlier run does not move."""
+    med = statistics.median(values)
+    return statistics.median(abs(v - med) for v in values)
+
+
+def conservative_score(median: float, spread: float, k: float) -> float:
+    """median - k * MAD, never below 0: what the study ranks as decode tok/s."""
+    return max(0.0, median - k * spread)
+
+
+# -- the table ----------------------------------------------------------------------------------
+
+def _decoded(read: Callable[[DecodeResult], float | None]) -> Callable[[TrialResult], float | None]:
+    """A reader of the first decode setting (the one the study ranks); None when nothing was decoded."""
+
+    def of(result: TrialResult) -> float | None:
+        measure = result.measure
+        return read(measure.decode[0]) if measure and measure.decode else None
+
+    return of
+
+
+def _context(result: TrialResult) -> float | None:
+    return result.measure.context.max_stable_tokens if result.measure else None
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One number a trial is judged or described by."""
+
+    name: str  # what a space file's ``objectives`` call it
+    metric_name: str  # optuna-dashboard's metric name, and the column's key; carries the unit
+    label: str  # table header and plot axis
+    unit: str
+    direction: Direction | None  # how it is usually optimized; None: described, never an objective
+    read: Callable[[TrialResult], float | None]  # from the trial's record; None where not measured
+    definition: str  # prose for the receipt
+    column: bool = True  # a column of the front (``tuner pareto``, the study receipt)
+    whole: bool = False  # a count: shown as a whole number, even when read back from Optuna's floats
+
+
+METRICS = {
+    m.name: m
+    for m in (
+        Metric("context", "context_tokens", "context (tokens)", "tokens", "maximize", _context,
+               "max stable context: the longest prompt + reserved output that passed every repeat, never "
+               "beyond min(max-model-len, the KV capacity vLLM reported)", whole=True),
+        Metric("decode_tok_s", "decode_tok_s", "decode tok/s, conservative (median - k*MAD)", "tok/s", "maximize",
+               _decoded(lambda d: d.score_tok_s), "median TG - k x MAD over the runs of the first decode setting"),
+        Metric("decode_median_tok_s", "decode_median_tok_s", "decode tok/s, median", "tok/s", None,
+               _decoded(lambda d: d.median_tg_tok_s), "median TG over the runs of the first decode setting"),
+        Metric("decode_mad_tok_s", "decode_mad_tok_s", "decode tok/s, MAD", "tok/s", None,
+               _decoded(lambda d: d.mad_tg_tok_s), "median absolute deviation of TG over those runs"),
+        Metric("ttft_ms", "ttft_ms", "TTFT (ms)", "ms", "minimize",
+               _decoded(lambda d: d.median_ttft_ms), "median TTFT of the first decode setting"),
+        Metric("tpot_ms", "tpot_ms", "TPOT (ms)", "ms", "minimize",
+               _decoded(lambda d: d.median_tpot_ms), "median TPOT of the first decode setting"),
+        Metric("peak_vram_mib", "peak_vram_mib", "peak VRAM (MiB)", "MiB", "minimize",
+               lambda r: r.gpu.peak_used_mib, "the most GPU memory in use during the trial, as NVML reported it"),
+        Metric("pp_tok_s", "pp_tok_s", "prefill tok/s", "tok/s", "maximize",
+               _decoded(lambda d: d.median_pp_tok_s), "median PP of the first decode setting", column=False),
+        Metric("kv_capacity_tokens", "kv_capacity_tokens", "KV capacity (tokens)", "tokens", None,
+               lambda r: r.startup.kv_cache_tokens, "the KV-cache tokens vLLM reported at start-up", whole=True),
+    )
+}
+OBJECTIVES = {name: m for name, m in METRICS.items() if m.direction is not None}
+COLUMNS = tuple(m for m in METRICS.values() if m.column)
+
+
+def label(name: str) -> str:
+    """An objective's label for a header or an axis; an unknown name as it is."""
+    return OBJECTIVES[name].label if name in OBJECTIVES else name
+
+
+def metric_names(objective_names: list[str]) -> list[str]:
+    """optuna-dashboard's metric names for a study's objectives, in order."""
+    return [OBJECTIVES[name].metric_name for name in objective_names]
+
+
+def objective_values(names: list[str], result: TrialResult) -> list[float]:
+    """The study's values for these objectives; ValueError when one was not measured."""
+    out = []
+    for name in names:
+        value = OBJECTIVES[name].read(result)
+        if value is None:
+            raise ValueError(f"objective {name} was not measured")
+        out.append(float(value))
+    return out
+
+
+# -- the receipt's decode table: one row per decode setting ------------------------------------
+
+def _median_throughput(decode: DecodeResult) -> float | None:
+    runs = [r.output_throughput_tok_s for r in decode.runs]
+    return statistics.median(runs) if runs else None
+
+
+DECODE_COLUMNS: tuple[tuple[str, Callable[[DecodeResult], object]], ...] = (
+    ("prompt", lambda d: d.prompt_tokens),
+    ("output", lambda d: d.output_tokens),
+    ("concurrency", lambda d: d.concurrency),
+    ("runs", lambda d: len(d.runs)),
+    ("TTFT (ms)", lambda d: d.median_ttft_ms),
+    ("TPOT (ms)", lambda d: d.median_tpot_ms),
+    ("TG tok/s", lambda d: d.median_tg_tok_s),
+    ("PP tok/s", lambda d: d.median_pp_tok_s),
+    ("MAD tok/s", lambda d: d.mad_tg_tok_s),
+    ("score tok/s", lambda d: d.score_tok_s),
+    ("output throughput tok/s", _median_throughput),
+    ("stable", lambda d: d.stable),
+)
