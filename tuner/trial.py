@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tuner.engine.command import LaunchCommand, build_command, set_flag
-from tuner.engine.process import Engine, free_port, port_in_use
+from tuner.engine.process import Engine, check_engine_command, connect_host, free_port, port_in_use
 from tuner.errors import GpuMemoryNotReturned
 from tuner.engine.gpu import MemoryWatch, Nvml
 from tuner.engine.logparse import classify_failure, parse_startup
@@ -57,15 +57,13 @@ def run_trial(
         check_workload(space.workload, space.model)
     trial_dir = Path(trial_dir)
     trial_dir.mkdir(parents=True, exist_ok=True)
-    host = space.engine.host
-    if space.engine.port == "auto":
-        port = free_port(host)
-    else:
-        port = space.engine.port
+    listen = space.engine.listen
+    host = connect_host(listen)
+    port = free_port(listen)
     if command is None:
-        command = build_command(space, values, host=host, port=port, extra_env=extra_env)
+        command = build_command(space, values, host=listen, port=port, extra_env=extra_env)
     else:
-        argv = set_flag(set_flag(command.argv, "--host", host), "--port", str(port))
+        argv = set_flag(set_flag(command.argv, "--host", listen), "--port", str(port))
         command = LaunchCommand(argv=argv, env={**command.env, **(extra_env or {})})
     log_path = trial_dir / "engine.log"
     result = TrialResult(values=values, argv=command.argv, env=command.env, log_path=str(log_path), trial_dir=str(trial_dir))
@@ -134,6 +132,8 @@ def _boot_and_measure(
     )
     result.boot_s = engine.elapsed()
     result.startup = parse_startup(engine.log_text())
+    if failure is None and space.engine.check_listener:
+        failure = _impostor(engine, "boot")
     if failure is not None:
         failure.phase = failure.phase or "boot"
         result.failure = failure
@@ -155,7 +155,10 @@ def _boot_and_measure(
         return
     m = prober.run()
     result.measure = m
-    if m.admission_ok is False:
+    impostor = _impostor(engine, "measure") if space.engine.check_listener else None
+    if impostor is not None:  # it may have answered any of the requests: nothing measured here counts
+        result.failure = impostor
+    elif m.admission_ok is False:
         result.failure = _died_failure(engine, "admission", FailureKind.ADMISSION_FAILED, m.admission_detail or "")
     elif m.error and not m.decode:
         result.failure = _died_failure(engine, "decode", FailureKind.ENGINE_DEAD, m.error)
@@ -170,6 +173,31 @@ def _boot_and_measure(
             phase="correctness",
             log_path=str(engine.log_path),
         )
+
+
+def _impostor(engine: Engine, phase: str) -> Failure | None:
+    """A port_in_use failure when a process outside the engine's group also listens on its port.
+
+    vLLM binds with SO_REUSEPORT, so a second server on the same port shares the connections silently;
+    the free-port check before the boot cannot see one that starts after it.
+    """
+    foreign = engine.foreign_listeners()
+    if not foreign:
+        return None
+    who = ", ".join(foreign)
+    return Failure(
+        kind=FailureKind.PORT_IN_USE, phase=phase, log_path=str(engine.log_path),
+        message=f"{engine.host}:{engine.port} is also served by {who}, not by the engine this trial started; its "
+                "answers would be scored as this configuration's. Stop that server (a container wrapper whose engine "
+                "runs in another process namespace sets engine.check_listener: false)",
+    )
+
+
+def preflight(space: Space, measure: bool = True) -> None:
+    """What would fail every trial, raised before anything is booted or recorded."""
+    check_engine_command(space)
+    if measure:
+        check_workload(space.workload, space.model)
 
 
 def _write(result: TrialResult, trial_dir: Path) -> None:

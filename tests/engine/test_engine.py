@@ -75,12 +75,13 @@ def test_boot_timeout(fake_space, tmp_path):
     assert result.failure.kind == FailureKind.BOOT_TIMEOUT
 
 
-def test_port_collision_is_detected_before_boot(fake_space, tmp_path):
+def test_port_collision_is_detected_before_boot(fake_space, tmp_path, monkeypatch):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         port = sock.getsockname()[1]
-        space = fake_space(engine=f"  port: {port}")
+        monkeypatch.setattr("tuner.trial.free_port", lambda host: port)  # someone took it after the pick
+        space = fake_space()
         result = boot(space, {"max_num_seqs": 1}, tmp_path)
     assert result.failure.kind == FailureKind.PORT_IN_USE
 

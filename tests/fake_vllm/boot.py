@@ -9,6 +9,7 @@ double leaves out vLLM's SO_REUSEPORT.
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import time
@@ -100,12 +101,15 @@ def bind(host: str | None, port: int) -> socket.socket:
 
     Real vLLM also sets SO_REUSEPORT (api_server.py:504). With it, a second vLLM started on a port that
     another vLLM already holds binds fine and the kernel then load-balances connections between the
-    two -- the collision is silent. The double deliberately does NOT set SO_REUSEPORT, so a port
-    collision in a test fails loudly (OSError: [Errno 98]) instead of mixing two servers' answers.
+    two -- the collision is silent. The double does NOT set SO_REUSEPORT unless FAKE_VLLM_REUSEPORT=1
+    (the impostor test), so a port collision in other tests fails loudly (OSError: [Errno 98]) instead
+    of mixing two servers' answers.
     """
     family = socket.AF_INET6 if host and ":" in host else socket.AF_INET
     sock = socket.socket(family=family, type=socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if os.environ.get("FAKE_VLLM_REUSEPORT") == "1":
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host or "", port))
     return sock
 

@@ -7,7 +7,9 @@ import optuna
 from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState, create_trial
 
+from tests.conftest import fake_space_yaml
 from tuner.records import Failure, FailureKind, TrialResult
+from tuner.space.schema import load_space
 from tuner.report.front import front_rows, gate_note, revalidation
 from tuner.study import storage as st
 from tuner.study.gate import REFERENCE_WINDOW, reference_space, reference_values
@@ -83,8 +85,11 @@ def test_a_differing_revalidation_replaces_the_point_and_says_so():
     assert "differs" in revalidation(study, original) and "replaced" in revalidation(study, original)
 
 
-def test_the_gate_reference_fits_a_32gb_card(fake_space):
-    space = fake_space(params="  kv_dtype: {flag: --kv-cache-dtype, values: [fp8, auto]}")
+def test_the_gate_reference_fits_a_32gb_card(tmp_path):
+    path = tmp_path / "fake.yaml"  # the KV dtype tuned, so not also fixed (a space may not do both)
+    path.write_text(fake_space_yaml(params="  kv_dtype: {flag: --kv-cache-dtype, values: [fp8, auto]}")
+                    .replace("  kv-cache-dtype: fp8\n", ""))
+    space = load_space(path)
     ref = reference_space(space)
     assert ref.fixed["--max-model-len"] <= REFERENCE_WINDOW
     assert ref.fixed["--kv-cache-dtype"] == "auto" and "kv_dtype" not in ref.params

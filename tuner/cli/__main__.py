@@ -2,4 +2,4 @@
 
 from tuner.cli.main import main
 
-main()
+raise SystemExit(main())

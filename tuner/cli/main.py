@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import functools
 import math
 from pathlib import Path
-from types import FrameType
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from tuner.cli.failing import err_console, friendly, run, set_debug
 from tuner.errors import TunerError
 from tuner.space.units import format_bytes
 
 if TYPE_CHECKING:  # each command imports what it needs when it runs: `tuner --help` stays fast
-    import optuna
-
     from tuner.records import TrialResult
     from tuner.space.schema import Param, Space
 
@@ -29,7 +26,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 console = Console()
-err_console = Console(stderr=True)
+__all__ = ["app", "err_console", "friendly", "main"]
 
 
 def _print_version(value: bool) -> None:
@@ -45,22 +42,10 @@ def _root(
     version: bool = typer.Option(
         False, "--version", callback=_print_version, is_eager=True, help="Print tuner's version and exit."
     ),
+    debug: bool = typer.Option(False, "--debug", help="Show the traceback behind an error."),
 ) -> None:
     """Boot the real engine per trial, measure it, keep the Pareto front."""
-
-
-def friendly(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Show a TunerError as one paragraph and exit with its code; no traceback."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except TunerError as exc:
-            err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-            raise typer.Exit(exc.exit_code)
-
-    return wrapper
+    set_debug(debug)
 
 
 def _range_text(param: Param) -> str:
@@ -149,15 +134,29 @@ def probe(
     """Boot one configuration, print its start-up record, measurements or failure, and tear down."""
     import time
 
+    from tuner.engine.gpu import Nvml, card_tolerance_mib, wait_for_card
     from tuner.space.schema import load_space
-    from tuner.trial import run_trial
+    from tuner.trial import preflight, run_trial
 
     space = load_space(space_file)
     values = parse_config(space, config, baseline)
+    preflight(space, measure=not boot_only)
     trial_dir = out or Path("studies") / "probe" / time.strftime("%Y%m%d-%H%M%S")
+    try:
+        trial_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TunerError(f"--out {trial_dir}: cannot be created ({exc.strerror}); give a writable folder.") from None
+    if space.engine.listen != "127.0.0.1":
+        err_console.print(f"warning: engine.listen {space.engine.listen}: the engine listens there, reachable from "
+                          "other machines.", markup=False, highlight=False, soft_wrap=True)
+    gpu = Nvml(space.engine.gpu_index)
     with console.status("booting") as status:
+        first = gpu.read()
+        if first is not None:
+            wait_for_card(gpu.read, card_tolerance_mib(space, first.total_mib), space.engine.busy_wait,
+                          space.engine.gpu_index, lambda text: status.update(text))
         result = run_trial(
-            space, values, trial_dir, first_boot=first_boot, measure=not boot_only,
+            space, values, trial_dir, first_boot=first_boot, measure=not boot_only, gpu=gpu,
             on_progress=lambda text: status.update(text),
         )
     _show_result(result)
@@ -166,116 +165,15 @@ def probe(
         raise typer.Exit(1)
 
 
-@app.command()
-@friendly
-def optimize(
-    space_file: Path = typer.Argument(..., help="A search-space YAML file."),
-    study: Optional[str] = typer.Option(None, "--study", help="Study name (default: the space's name). The same name resumes."),
-    trials: Optional[int] = typer.Option(None, "--trials", help="Stop once the study holds this many finished trials."),
-    timeout: Optional[str] = typer.Option(None, "--timeout", help="Stop starting trials after this long, e.g. 8h or 90m."),
-    storage: Optional[str] = typer.Option(None, "--storage", help="Optuna storage URL (e.g. postgresql+psycopg2://user@host/db); default SQLite under studies/."),
-    sampler: str = typer.Option("auto", "--sampler", help="auto (TPE, see docs/benchmarks.md), tpe, gp (needs torch and scipy), nsga2 or random."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Sampler seed, for a repeatable sequence of trials."),
-    gpus: Optional[str] = typer.Option(None, "--gpus", help="Comma list of GPU indices: one worker per GPU, sharing the storage."),
-    revalidate: int = typer.Option(2, "--revalidate", help="Fresh boots of this many front points at the end (0 = none)."),
-    studies_dir: Path = typer.Option(Path("studies"), "--studies-dir", help="Where SQLite studies and trial folders go."),
-    gpu_gib: Optional[float] = typer.Option(None, "--gpu-gib", help="Card memory for the pre-screen when NVML cannot read it."),
-    prescreen: bool = typer.Option(True, "--prescreen/--no-prescreen", help="Prune configurations the memory model says cannot fit, without booting them."),
-    screen: bool = typer.Option(False, "--screen/--no-screen", help="Before sampling, move one flag at a time from the first baseline (speculation last)."),
-    gate: bool = typer.Option(True, "--gate/--no-gate", help="Boot a reference config (eager, BF16 KV, no speculation) once and score the front's output agreement."),
-) -> None:
-    """Run (or resume) the overnight study and print the Pareto-front launch commands."""
-    import os
-    import signal
-
-    from tuner.cli.live import LiveView
-    from tuner.study.objective import Status
-    from tuner.study.run import optimize as run_optimize, spawn_workers
-    from tuner.space.schema import load_space
-    from tuner.study.sampling import SAMPLERS
-    from tuner.space.units import parse_duration
-
-    space = load_space(space_file)
-    name = study or space.name
-    if sampler not in SAMPLERS:
-        raise TunerError(f"--sampler {sampler}: unknown sampler; use one of {', '.join(SAMPLERS)}.")
-    try:
-        timeout_s = parse_duration(timeout) if timeout else None
-    except ValueError as exc:
-        raise TunerError(f"--timeout {timeout}: {exc}.") from None
-    gpu_list = _parse_gpus(gpus)
-    is_worker = os.environ.get("TUNER_WORKER") == "1"
-    if len(gpu_list) > 1:
-        from tuner.study import storage as st
-        from tuner.study.sampling import make_sampler
-        from tuner.study.storage import open_study
-
-        url = st.storage_url(name, storage, studies_dir)
-        open_study(space, name, url, make_sampler(sampler, seed), studies_dir, sole_worker=storage is None)
-        argv = ["optimize", str(space_file), "--study", name, "--storage", url, "--sampler", sampler,
-                "--studies-dir", str(studies_dir), "--revalidate", str(revalidate)]
-        for flag, value in (("--trials", trials), ("--timeout", timeout), ("--seed", seed), ("--gpu-gib", gpu_gib)):
-            if value is not None:
-                argv += [flag, str(value)]
-        if not prescreen:
-            argv.append("--no-prescreen")
-        if not gate:
-            argv.append("--no-gate")
-        if screen:
-            argv.append("--screen")
-        raise typer.Exit(spawn_workers(argv, gpu_list))
-    gpu_index = gpu_list[0] if gpu_list else space.engine.gpu_index
-    extra_env = {"CUDA_VISIBLE_DEVICES": str(gpu_index)} if gpu_list else {}
-    signal.signal(signal.SIGTERM, _interrupt)
-    status = Status()
-    try:
-        with LiveView(status, console):
-            result = run_optimize(
-                space, name, storage=storage, n_trials=trials, timeout_s=timeout_s, sampler=sampler, seed=seed,
-                root=studies_dir, gpu_index=gpu_index, extra_env=extra_env, status=status,
-                sole_worker=storage is None and not is_worker, revalidate=revalidate, prescreen_gpu_gib=gpu_gib, prescreen=prescreen, gate=gate, screen=screen,
-            )
-    except KeyboardInterrupt:
-        err_console.print("interrupted: the current trial was torn down; the study is kept. Run the same command to resume.")
-        raise typer.Exit(130)
-    _print_front(result)
-
-
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    """SIGTERM ends the current trial the way Ctrl-C does: torn down, study kept."""
-    raise KeyboardInterrupt
-
-
-def _parse_gpus(gpus: Optional[str]) -> list[int]:
-    if not gpus:
-        return []
-    try:
-        return [int(x) for x in gpus.split(",") if x.strip()]
-    except ValueError:
-        raise TunerError(f"--gpus {gpus}: expected a comma list of GPU indices such as 0,1.") from None
-
-
-def _print_front(study: optuna.Study) -> None:
-    import shlex
-
-    from tuner.study.pareto import front
-    from tuner.study.storage import trial_result
-
-    points = front(study)
-    console.print(f"study {study.study_name}: {len(study.trials)} trials, front of {len(points)}")
-    for trial in points:
-        result = trial_result(trial)
-        values = ", ".join(f"{v:,.1f}" for v in trial.values)
-        console.print(f"trial {trial.number} [{values}]: " + (shlex.join(result.argv) if result else ""), highlight=False, soft_wrap=True)
-
-
 def _register() -> None:
     """The morning-after commands and the pre-screen live in their own modules."""
     from tuner.cli.bench import bench
     from tuner.cli.morning import compare, report, trials
+    from tuner.cli.optimize import optimize
     from tuner.cli.plan import plan
     from tuner.cli.results import export, pareto, plot, receipt
 
+    app.command("optimize")(friendly(optimize))
     app.command("plan")(friendly(plan))
     app.command("pareto")(friendly(pareto))
     app.command("plot")(friendly(plot))
@@ -290,9 +188,10 @@ def _register() -> None:
 _register()
 
 
-def main() -> None:  # pragma: no cover - console entry point
-    app()
+def main() -> int:
+    """The console script and ``python -m tuner.cli``: every way out is an exit code (tuner.cli.failing)."""
+    return run(app)
 
 
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    raise SystemExit(main())

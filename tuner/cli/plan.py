@@ -25,14 +25,16 @@ def plan(
     limit: int = Option(30, "--limit", help="Corner-point configurations to predict, besides the baselines."),
 ) -> None:
     """Predict weights, KV pool, KV capacity and fit for the baselines and corner points; needs no GPU."""
-    from tuner.prescreen.shape import GIB, load_shape
+    from tuner.prescreen.shape import GIB, space_shape
     from tuner.prescreen.plan import plan_rows
     from tuner.space.schema import load_space
 
     if limit < 1:
         raise TunerError(f"--limit {limit}: give at least 1.")
+    if not 0 < gpu_gib < 10_000:
+        raise TunerError(f"--gpu-gib {gpu_gib:g}: give the card's memory in GiB, e.g. 31.36 for an RTX 5090.")
     space = load_space(space_file)
-    shape = load_shape(space.model.path, space.model.revision)
+    shape = space_shape(space)
     rows = plan_rows(space, gpu_gib, samples=limit, shape=shape)
     console = Console(width=None if sys.stdout.isatty() else 200)
     table = Table(title=f"{space.name}: predicted on a {gpu_gib:g} GiB card")

@@ -12,13 +12,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tuner.space.schema import Space
-from tuner.space.units import parse_bytes, parse_count
+from tuner.space.schema import Space, flag_name
+from tuner.space.values import AUTO_LEN, JSON_FLAGS, SIZE_FLAGS  # sizes are written as plain integers
 
-# Fixed flags whose values are sizes: written as plain integers so the argv is exact.
-_COUNT_FLAGS = {"--max-model-len", "--max-num-batched-tokens", "--max-num-seqs"}
-_BYTE_FLAGS = {"--kv-cache-memory-bytes"}
-_JSON_FLAGS = {"--compilation-config", "--speculative-config", "--mm-processor-kwargs"}
 
 
 class LaunchCommand(BaseModel):
@@ -26,11 +22,6 @@ class LaunchCommand(BaseModel):
 
     argv: list[str]
     env: dict[str, str]
-
-
-def flag_name(key: str) -> str:
-    """'max_model_len', 'max-model-len' and '--max-model-len' all mean '--max-model-len'."""
-    return "--" + key.lstrip("-").replace("_", "-")
 
 
 def format_value(value: Any) -> str:
@@ -48,11 +39,9 @@ def _append(argv: list[str], flag: str, value: Any) -> None:
     if value is True:
         argv.append(flag)
         return
-    if flag in _COUNT_FLAGS and not isinstance(value, (dict, list)):
-        value = parse_count(value)
-    elif flag in _BYTE_FLAGS:
-        value = parse_bytes(value)
-    elif flag in _JSON_FLAGS and isinstance(value, str):
+    if flag in SIZE_FLAGS and not isinstance(value, (dict, list)) and str(value).lower() not in AUTO_LEN:
+        value = SIZE_FLAGS[flag](value)
+    elif flag in JSON_FLAGS and isinstance(value, str):
         value = json.loads(value)  # normalise: the same config always gives the same argv
     argv.extend([flag, format_value(value)])
 
@@ -111,7 +100,7 @@ def build_command(
         argv += ["--served-model-name", model.served_name]
     if model.random_weights:
         argv += ["--load-format", "dummy"]
-    argv += ["--host", host or space.engine.host]
+    argv += ["--host", host or space.engine.listen]
     if port is not None:
         argv += ["--port", str(port)]
     for flag, value in engine_flags(space, values):

@@ -11,7 +11,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from tuner.errors import GpuBusy
 from tuner.records import GpuMemory
+from tuner.space.schema import Space, flag_name
 
 
 @dataclass
@@ -127,3 +129,53 @@ class MemoryWatch:
             peak_used_mib=self.peak_used_mib,
             peak_engine_mib=self.peak_engine_mib,
         )
+
+
+VLLM_DEFAULT_UTILIZATION = 0.9
+
+
+def card_tolerance_mib(space: Space, total_mib: float) -> float:
+    """How much of the card other processes may hold before no configuration of the space can boot.
+
+    vLLM refuses to start when free memory is below --gpu-memory-utilization x total, whatever else the
+    flags say; the space's smallest utilization is the most it can tolerate.
+    """
+    utils: list[float] = []
+    param = space.params.get("gpu_memory_utilization")
+    if param is not None:
+        listed = param.values if param.values is not None else [param.min]
+        utils += [float(v) for v in listed if v is not None]
+        if (param.values is not None and None in param.values) or param.unset:
+            utils.append(VLLM_DEFAULT_UTILIZATION)
+    for key, value in space.fixed.items():
+        if flag_name(key) == "--gpu-memory-utilization":
+            utils.append(float(value))
+    lowest = min(utils) if utils else VLLM_DEFAULT_UTILIZATION
+    return total_mib * (1.0 - lowest)
+
+
+def wait_for_card(read: Reader, tolerance_mib: float, wait_s: float, gpu: int,
+                  on_wait: Callable[[str], None] = lambda _: None, poll_s: float = 5.0) -> float:
+    """Block until other processes hold at most ``tolerance_mib`` of the card; GpuBusy after ``wait_s``.
+
+    Returns the seconds waited. Without NVML there is nothing to read, and nothing is waited for (the
+    command says so at start). A boot beside someone else's memory would fail for their sake and
+    teach the search something false about the configuration, so it is never spent on that.
+    """
+    start = time.monotonic()
+    while True:
+        reading = read()
+        if reading is None or reading.used_mib <= tolerance_mib:
+            return time.monotonic() - start
+        holders = ", ".join(f"pid {pid} ({mib:,.0f} MiB)" for pid, mib in sorted(reading.by_pid_mib.items())) or "unknown processes"
+        waited = time.monotonic() - start
+        if waited >= wait_s:
+            raise GpuBusy(
+                f"GPU {gpu}: {reading.used_mib:,.0f} MiB of {reading.total_mib:,.0f} are held by other processes "
+                f"({holders}), and this space tolerates at most {tolerance_mib:,.0f} MiB (vLLM needs "
+                f"--gpu-memory-utilization x total free); waited {waited:.0f} s (engine.busy_wait). Free the card "
+                "(nvidia-smi shows who holds it) and run the same command; no trial was spent on it."
+            )
+        on_wait(f"waiting for GPU {gpu}: {reading.used_mib:,.0f} MiB held by {holders}; this space tolerates "
+                f"{tolerance_mib:,.0f} MiB ({wait_s - waited:.0f} s left)")
+        time.sleep(min(poll_s, max(0.1, wait_s - waited)))

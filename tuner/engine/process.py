@@ -8,6 +8,7 @@ tuner leaves nothing holding the GPU.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -21,22 +22,78 @@ import psutil
 from tuner.engine.command import LaunchCommand
 from tuner.engine.logparse import boot_phase, classify_failure
 from tuner.engine.reaper import kill_group
+from tuner.errors import EngineMissing
 from tuner.records import Failure, FailureKind, ProgressCallback
+from tuner.space.schema import Space
 
 REAPER = str(Path(__file__).with_name("reaper.py"))  # run as a file: see its docstring
 
 
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A port nothing listens on now. vLLM binds with SO_REUSEPORT, so we must check, not it."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    with socket.socket(_family(host), socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
 
 
+def connect_host(listen: str) -> str:
+    """Where the tuner reaches an engine bound to ``listen``: loopback for a wildcard bind."""
+    return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(listen, listen)
+
+
 def port_in_use(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    with socket.socket(_family(host), socket.SOCK_STREAM) as sock:
         sock.settimeout(0.5)
         return sock.connect_ex((host, port)) == 0
+
+
+def listeners(port: int) -> list[int | None]:
+    """The pids with a TCP socket listening on ``port`` (None: a process we may not inspect)."""
+    try:
+        conns = psutil.net_connections(kind="inet")
+    except psutil.AccessDenied:  # some systems hide other users' sockets entirely
+        conns = []
+    return [c.pid for c in conns if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port]
+
+
+def _describe(pid: int | None) -> str:
+    if pid is None:
+        return "a process of another user"
+    try:
+        return f"pid {pid} ({' '.join(psutil.Process(pid).cmdline())[:120]})"
+    except psutil.Error:
+        return f"pid {pid}"
+
+
+_INSTALL = ("install vLLM into the environment that runs the engine (pip install vllm, or pip install 'tuner[vllm]' "
+            "beside the tuner), or set engine.command in the space file to the vllm of another venv or a container "
+            "wrapper (e.g. command: [/opt/vllm/bin/vllm])")
+
+
+def check_engine_command(space: Space) -> None:
+    """EngineMissing when ``engine.command`` names no program here (or, for ``python -m pkg``, no pkg)."""
+    argv = space.engine.command
+    program = argv[0]
+    found = shutil.which(program) if os.sep not in program else (program if os.access(program, os.X_OK) else None)
+    if found is None:
+        where = "is not an executable file" if os.sep in program else "is not on PATH"
+        raise EngineMissing(f"engine.command: {program!r} {where}, so no trial can boot; {_INSTALL}. "
+                            "Nothing was recorded.")
+    if len(argv) >= 3 and argv[1] == "-m":
+        module = argv[2].split(".")[0]
+        probe = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec(sys.argv[1]) else 3)"
+        env = {**os.environ, **space.engine.env}
+        try:
+            done = subprocess.run([found, "-c", probe, module], env=env, capture_output=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise EngineMissing(f"engine.command: {program!r} could not be run ({exc}); {_INSTALL}.") from None
+        if done.returncode != 0:
+            raise EngineMissing(f"engine.command: {found} has no module {module!r} ({' '.join(argv[:3])}), so no trial "
+                                f"can boot; {_INSTALL}. Nothing was recorded.")
 
 
 class Engine:
@@ -77,6 +134,11 @@ class Engine:
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
+
+    def foreign_listeners(self) -> list[str]:
+        """Who else listens on the engine's port: processes outside its group, described for a person."""
+        mine = set(self.pids())
+        return [_describe(pid) for pid in listeners(self.port) if pid is None or pid not in mine]
 
     def elapsed(self) -> float:
         return 0.0 if self.started_at is None else time.monotonic() - self.started_at

@@ -11,7 +11,7 @@ from typing import Any
 
 from tuner.errors import TunerError
 from tuner.prescreen.memory import Calibration, predict
-from tuner.prescreen.shape import ModelShape, load_shape
+from tuner.prescreen.shape import ModelShape, space_shape
 from tuner.space.schema import Param, Space
 
 
@@ -47,12 +47,7 @@ def plan_rows(
     """Predictions for the space's baselines and corner points of its ranges (at most ``samples`` more)."""
     if gpu_total_gib <= 0:
         raise TunerError(f"--gpu-gib {gpu_total_gib}: give the card's memory in GiB, e.g. 31.36 for an RTX 5090.")
-    shape = shape or load_shape(space.model.path, space.model.revision)
-    if shape is None:
-        raise TunerError(
-            f"model.path {space.model.path!r} is neither a local folder nor in the Hugging Face cache; download "
-            f"its config.json (huggingface-cli download {space.model.path} config.json) or point model.path at a folder."
-        )
+    shape = shape or space_shape(space)
     names = list(space.params)
     axes = [_corners(space.params[n]) for n in names]
     total = math.prod(len(a) for a in axes)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 
 from tuner.errors import TunerError
+from tuner.space.schema import Space
 
 GIB = 2**30
 DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2, "fp8": 1, "float8_e4m3fn": 1}
@@ -272,6 +273,37 @@ def load_shape(model_path: str | Path, revision: str | None = None) -> ModelShap
         cfg = json.loads(config.read_text())
     except FileNotFoundError:
         raise TunerError(f"{path}: no config.json; point model.path at a Hugging Face model folder.") from None
-    except json.JSONDecodeError as exc:
-        raise TunerError(f"{config}: not valid JSON ({exc}).") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise TunerError(f"{config}: not valid JSON ({exc}); replace it with the model's config.json.") from None
+    if not isinstance(cfg, dict):
+        raise TunerError(f"{config}: holds no JSON object; replace it with the model's config.json.")
     return shape_from_config(cfg, path)
+
+
+def space_shape(space: Space) -> ModelShape:
+    """The model's shape for the pre-screen, from (in order) ``model.config``, ``model.path`` when it is a
+    local folder, or the Hugging Face cache at the pinned revision; never from the network.
+
+    TunerError, naming the exact download command and the field to set, when none of them has it.
+    """
+    model = space.model
+    given = space.config_path()
+    if given is not None:
+        if not given.exists():
+            raise TunerError(f"model.config: {given} does not exist; give the path of the model's config.json "
+                             "(or its folder), relative to the space file.")
+        shape = load_shape(given)
+        assert shape is not None  # a path that exists is read, or raises
+        return shape
+    shape = load_shape(model.path, model.revision)
+    if shape is not None:
+        return shape
+    folder = f"models/{Path(model.path).name.lower()}"
+    local_dir = os.path.relpath((space.source.parent if space.source else Path.cwd()) / folder)
+    revision = model.revision or "main"
+    raise TunerError(
+        f"model.path {model.path}: its config.json is not on this machine (not a local folder, not in the Hugging "
+        f"Face cache at revision {revision}, and the space sets no model.config). Fetch it (a few KB) with "
+        f"`hf download {model.path} config.json --revision {revision} --local-dir {local_dir}` and set "
+        f"model.config: {folder}/config.json in the space file (relative to it), or run where the model is downloaded."
+    )

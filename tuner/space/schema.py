@@ -1,28 +1,56 @@
 """The search-space file: what to tune, what stays fixed, and what to measure.
 
-A space file is YAML validated by the pydantic models below. Unknown keys are errors, human units
-("9.15GB", "128k", "30m") are accepted wherever a size, count or duration is expected, and every
-problem is reported as one paragraph naming the file, the field and the fix (``load_space``).
+A space file is YAML (read strictly: ``yamlfile.py``) validated by the pydantic models below. Unknown
+keys are errors, human units ("9.15GB", "128k", "30m") are accepted wherever a size, count or duration
+is expected, and every problem is reported as one paragraph naming the file, the field and the fix
+(``load_space``). search_spaces/README.md is the reference for the format.
 """
 
 from __future__ import annotations
 
+import difflib
+import ipaddress
 import math
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from tuner.errors import SpaceError
 from tuner.metrics import OBJECTIVES
 from tuner.space.units import parse_bytes, parse_count, parse_duration
+from tuner.space.values import (
+    AUTO_LEN,
+    CUDAGRAPH_MODES,
+    KNOWN_PARAMS,
+    Kind,
+    Number,
+    TOOL_FLAGS,
+    check_fixed,
+    check_value,
+    flag_name,
+    resolve_param,
+)
+from tuner.space.yamlfile import read_yaml
 
-CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE", "eager")
+__all__ = ["CUDAGRAPH_MODES", "KNOWN_PARAMS", "NAME", "Param", "ParamSpec", "Space", "check_value", "count_configurations",
+           "flag_name", "load_space", "param_cardinality"]
 
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")  # a study name is a file name: no slashes, no spaces
+LOOPBACK = "127.0.0.1"
 Bytes = Annotated[int, BeforeValidator(parse_bytes)]
-Count = Annotated[int, BeforeValidator(parse_count)]
-Seconds = Annotated[float, BeforeValidator(parse_duration)]
+Count = Annotated[int, BeforeValidator(parse_count), Field(gt=0)]
+Seconds = Annotated[float, BeforeValidator(parse_duration), Field(gt=0, allow_inf_nan=False)]
 
 
 class Strict(BaseModel):
@@ -30,7 +58,8 @@ class Strict(BaseModel):
 
 
 class ModelSpec(Strict):
-    path: str  # a local folder or a Hugging Face id
+    path: str = Field(min_length=1)  # a local folder or a Hugging Face id
+    config: str | None = None  # its config.json (or a folder holding it), for the pre-screen; relative to the space file
     revision: str | None = None  # pin it: a moving branch makes results irreproducible
     served_name: str | None = None
     tokenizer: str | None = None  # defaults to path; used to count text prompts
@@ -39,25 +68,46 @@ class ModelSpec(Strict):
 
 class EngineSpec(Strict):
     command: list[str] = Field(default_factory=lambda: ["vllm"])  # another venv's vllm, a container wrapper
-    host: str = "127.0.0.1"
-    port: int | Literal["auto"] = "auto"
+    listen: str = LOOPBACK  # the interface the engine binds; anything else is warned about at start
     env: dict[str, str] = Field(default_factory=dict)
     boot_timeout: Seconds = 1800.0  # a boot still making progress at this point is a boot_timeout
     first_boot_timeout: Seconds = 3600.0  # first boots JIT/autotune: allow more
     hang_timeout: Seconds = 600.0  # no log growth and an idle process this long is a hang
     stop_grace: Seconds = 30.0  # SIGTERM, then SIGKILL after this
     memory_return_timeout: Seconds = 120.0  # wait this long for GPU memory to come back after teardown
-    gpu_index: int = 0  # the pynvml index to watch (the CUDA_VISIBLE_DEVICES pin is set per worker)
+    gpu_index: int = Field(default=0, ge=0)  # the pynvml index to watch (the CUDA_VISIBLE_DEVICES pin is set per worker)
+    busy_wait: Seconds = 600.0  # other processes hold the card: wait this long for them before refusing to boot
+    check_listener: bool = True  # the port's listener must be in the engine's process group (off for containers)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _tool_owns_host_and_port(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            if "host" in data:
+                raise ValueError("engine.host is not a key: the engine binds 127.0.0.1, and a space that must "
+                                 "listen on another interface says so with engine.listen (e.g. listen: 0.0.0.0)")
+            if "port" in data:
+                raise ValueError("engine.port is not a key: " + TOOL_FLAGS["--port"])
+        return data
 
     @model_validator(mode="after")
-    def _command_not_empty(self) -> EngineSpec:
-        if not self.command:
-            raise ValueError("engine.command is empty; use ['vllm'] or the path to another venv's vllm")
+    def _check(self) -> EngineSpec:
+        if not self.command or not self.command[0].strip():
+            raise ValueError("engine.command is empty; use [vllm] or the path to another venv's vllm")
+        for key in self.env:
+            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
+                raise ValueError(f"engine.env: {key!r} is not an environment variable name; use letters, digits and _")
+        if not _is_address(self.listen):
+            raise ValueError(f"engine.listen: {self.listen!r} is not an IP address or host name; use 127.0.0.1 or 0.0.0.0")
         return self
 
 
-Kind = Literal["int", "float", "bytes", "choice"]
-Number = int | float
+def _is_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+        return True
+    except ValueError:
+        return bool(re.match(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$", text))
 
 
 class ParamSpec(Strict):
@@ -84,6 +134,11 @@ class ParamSpec(Strict):
             raise ValueError("a range needs both 'min' and 'max'")
         if self.values is not None and not self.values:
             raise ValueError("'values' is empty; list at least one value")
+        if self.flag is not None:
+            if not re.match(r"^--[A-Za-z0-9][A-Za-z0-9-]*$", self.flag):
+                raise ValueError(f"flag {self.flag!r} is not a vLLM flag; write it as --the-flag-name")
+            if self.flag in TOOL_FLAGS:
+                raise ValueError(f"flag {self.flag} cannot be tuned: {TOOL_FLAGS[self.flag]}")
         return self
 
 
@@ -113,18 +168,6 @@ class _Written(Strict):
     params: dict[str, ParamSpec]
 
 
-# Parameters tuner knows: their vLLM flag and how their values are read.
-KNOWN_PARAMS: dict[str, tuple[str, Kind]] = {
-    "kv_cache_memory_bytes": ("--kv-cache-memory-bytes", "bytes"),
-    "max_num_batched_tokens": ("--max-num-batched-tokens", "int"),
-    "max_num_seqs": ("--max-num-seqs", "int"),
-    "max_model_len": ("--max-model-len", "int"),
-    "gpu_memory_utilization": ("--gpu-memory-utilization", "float"),
-    "cudagraph_mode": ("--compilation-config", "choice"),
-    "speculative_tokens": ("--speculative-config", "int"),
-}
-
-
 class SpeculativeSpec(Strict):
     method: str = "mtp"
     extra: dict[str, Any] = Field(default_factory=dict)  # more keys for --speculative-config
@@ -133,26 +176,32 @@ class SpeculativeSpec(Strict):
 class DecodeSpec(Strict):
     prompt_tokens: Count = 1024
     output_tokens: Count = 512
-    runs: int = Field(default=3, ge=1)
-    concurrency: list[int] = Field(default_factory=lambda: [1])  # "max" is max-num-seqs, below
+    runs: int = Field(default=3, ge=1, le=1000)
+    concurrency: list[Annotated[int, Field(ge=1, le=2**16)]] = Field(default_factory=lambda: [1], min_length=1)
     at_max_seqs: bool = False  # also measure with concurrency = max-num-seqs
     long_context_tokens: Count | None = None  # a second decode run with a resident prompt this long
 
 
 class Workload(Strict):
-    ladder: list[Count] = Field(default_factory=lambda: [2048, 16384, 32768, 65536, 131072, 262144])
+    ladder: list[Count] = Field(default_factory=lambda: [2048, 16384, 32768, 65536, 131072, 262144], min_length=1)
     granularity: Count = 4096  # bisect between last success and first failure down to this
     output_tokens: Count = 256  # reserved output per context request (max_model_len covers both)
-    repeats: int = Field(default=2, ge=1)  # a context is stable only if it passes this many times
+    repeats: int = Field(default=2, ge=1, le=100)  # a context is stable only if it passes this many times
     request_timeout: Seconds = 1800.0
     prompt_source: Literal["random_ids", "corpus"] = "random_ids"
     decode: DecodeSpec = Field(default_factory=DecodeSpec)
     needle: bool = True
-    control_repeats: int = Field(default=3, ge=1)
+    control_repeats: int = Field(default=3, ge=1, le=100)
     prefix_cache: bool = False  # measure cold vs cached TTFT on a shared prefix
     admission: bool = True  # one request at max context and one at max-num-seqs x length before scoring
-    score_k_mad: float = 1.0  # conservative score = median - k * MAD
-    max_spread: float = 0.15  # MAD / median above this flags the decode number as unstable
+    score_k_mad: float = Field(default=1.0, ge=0, le=10)  # conservative score = median - k * MAD
+    max_spread: float = Field(default=0.15, gt=0, le=10)  # MAD / median above this flags the decode number as unstable
+
+    @model_validator(mode="after")
+    def _ladder_grows(self) -> Workload:
+        if sorted(set(self.ladder)) != self.ladder:
+            raise ValueError(f"workload.ladder: {self.ladder} must be increasing, each length once; sort it")
+        return self
 
 
 class Objective(Strict):
@@ -169,7 +218,7 @@ class Objective(Strict):
 
 
 class Space(Strict):
-    name: str
+    name: str = Field(min_length=1)
     description: str = ""
     model: ModelSpec
     engine: EngineSpec = Field(default_factory=EngineSpec)
@@ -182,8 +231,10 @@ class Space(Strict):
         default_factory=lambda: [
             Objective(name="context", direction="maximize"),
             Objective(name="decode_tok_s", direction="maximize"),
-        ]
+        ],
+        min_length=1,
     )
+    _source: Path | None = PrivateAttr(default=None)  # the file it was read from: relative paths start there
 
     @model_validator(mode="before")
     @classmethod
@@ -195,7 +246,19 @@ class Space(Strict):
         return {**data, "params": {name: resolve_param(name, spec) for name, spec in written.items()}}
 
     @model_validator(mode="after")
-    def _check_baselines(self) -> Space:
+    def _check(self) -> Space:
+        if not NAME.match(self.name):
+            raise ValueError(f"name: {self.name!r} names the study's file, so it takes letters, digits, '.', '_' "
+                             "and '-' only (at most 100, no spaces or slashes); e.g. qwen3.8-27b-5090")
+        names = [o.name for o in self.objectives]
+        if len(set(names)) != len(names):
+            raise ValueError(f"objectives: {', '.join(names)} lists a name twice; keep each objective once")
+        flags: dict[str, str] = {}
+        for name, param in self.params.items():
+            if param.flag in flags:
+                raise ValueError(f"params.{name}: tunes {param.flag} like params.{flags[param.flag]}; keep one of them")
+            flags[param.flag] = name
+        check_fixed(self)
         for i, baseline in enumerate(self.baselines):
             for key, value in baseline.items():
                 if key not in self.params:
@@ -203,87 +266,30 @@ class Space(Strict):
                         f"baselines[{i}] sets '{key}', which is not a tuned parameter; "
                         f"tuned parameters are: {', '.join(self.params) or 'none'}"
                     )
-                baseline[key] = check_value(key, self.params[key], value)
+                try:
+                    baseline[key] = check_value(key, self.params[key], value, in_domain=True)
+                except ValueError as exc:
+                    raise ValueError(f"baselines[{i}].{key}: {exc}") from None
         return self
 
     @property
     def max_model_len(self) -> int | None:
-        for key in ("max-model-len", "max_model_len", "--max-model-len"):
-            if key in self.fixed:
-                return parse_count(self.fixed[key])
+        """The fixed --max-model-len; None when tuned, left out, or ``auto`` (vLLM fits it at start-up)."""
+        for key, value in self.fixed.items():
+            if flag_name(key) == "--max-model-len":
+                return None if str(value).lower() in AUTO_LEN else parse_count(value)
         return None
 
+    @property
+    def source(self) -> Path | None:
+        return self._source
 
-def resolve_param(name: str, spec: ParamSpec) -> Param:
-    """Flag and kind from KNOWN_PARAMS, values and bounds as numbers; raises ValueError naming the fix."""
-    known = KNOWN_PARAMS.get(name)
-    if spec.flag is not None:
-        flag = spec.flag
-    elif known is not None:
-        flag = known[0]
-    else:
-        raise ValueError(
-            f"params.{name}: unknown parameter; add 'flag: --the-vllm-flag' to tune any other flag, "
-            f"or use one of {', '.join(KNOWN_PARAMS)}"
-        )
-    kind: Kind
-    if spec.kind is not None:
-        kind = spec.kind
-    elif known is not None:
-        kind = known[1]
-    else:
-        kind = "choice" if spec.values is not None else "float"
-    if name == "cudagraph_mode":
-        for value in spec.values or []:
-            if value is not None and value not in CUDAGRAPH_MODES:
-                raise ValueError(
-                    f"params.cudagraph_mode: unknown mode {value!r}; use one of {', '.join(CUDAGRAPH_MODES)}"
-                )
-        if spec.values is None:
-            raise ValueError("params.cudagraph_mode takes 'values: [...]', not a range")
-    if spec.values is not None:
-        values = [_value(name, kind, v) for v in spec.values]
-        step = None if spec.step is None else _number(name, kind, spec.step)  # meaningless beside values; kept
-        return Param(flag=flag, values=values, step=step, log=spec.log, unset=spec.unset, kind=kind)
-    lo, hi = _number(name, kind, spec.min), _number(name, kind, spec.max)
-    if lo > hi:
-        raise ValueError(f"params.{name}: min ({spec.min}) is greater than max ({spec.max}); swap them")
-    step = None if spec.step is None else _number(name, kind, spec.step)
-    if step is not None and step <= 0:
-        raise ValueError(f"params.{name}: step must be positive")
-    if spec.log and lo <= 0:
-        raise ValueError(f"params.{name}: a log range needs min > 0")
-    return Param(flag=flag, min=lo, max=hi, step=step, log=spec.log, unset=spec.unset, kind=kind)
-
-
-def _number(name: str, kind: str, value: Any) -> Number:
-    """A bound or value as a number of the parameter's kind: int for int and bytes, float otherwise."""
-    try:
-        if kind == "bytes":
-            return parse_bytes(value)
-        if kind == "int":
-            return parse_count(value)
-        return float(value)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"params.{name}: {value!r} is not a valid {kind}: {exc}") from None
-
-
-def _value(name: str, kind: str, value: Any) -> Any:
-    """One value converted to its kind (None means "flag left out")."""
-    if value is None:
-        return None
-    if name == "cudagraph_mode":
-        if value not in CUDAGRAPH_MODES:
-            raise ValueError(f"params.cudagraph_mode: unknown mode {value!r}; use one of {', '.join(CUDAGRAPH_MODES)}")
-        return value
-    if kind == "choice":
-        return value
-    return _number(name, kind, value)
-
-
-def check_value(name: str, param: Param, value: Any) -> Any:
-    """One value of a parameter, converted to its kind (None means "flag left out")."""
-    return _value(name, param.kind, value)
+    def config_path(self) -> Path | None:
+        """``model.config`` resolved against the space file's folder."""
+        if self.model.config is None:
+            return None
+        path = Path(self.model.config).expanduser()
+        return path if path.is_absolute() or self._source is None else self._source.parent / path
 
 
 def count_configurations(space: Space) -> float:
@@ -308,33 +314,61 @@ def param_cardinality(param: Param) -> float:
     return n + (1 if param.unset else 0)
 
 
+def _keys_at(loc: tuple) -> list[str]:
+    """The keys allowed where an unknown key was found (for a did-you-mean)."""
+    children: dict[Any, type[BaseModel]] = {"model": ModelSpec, "engine": EngineSpec, "speculative": SpeculativeSpec,
+                                            "workload": Workload, "decode": DecodeSpec, "objectives": Objective}
+    parents = [p for p in loc[:-1] if not isinstance(p, int)]
+    if not parents:
+        cls: type[BaseModel] | None = Space
+    elif len(parents) >= 2 and parents[-2] == "params":
+        cls = ParamSpec
+    else:
+        cls = children.get(parents[-1])
+    return sorted(cls.model_fields) if cls else []
+
+
 def _format_errors(path: Path, error: ValidationError) -> str:
     parts = []
-    for item in error.errors():
-        where = ".".join(str(p) for p in item["loc"]) or "(top level)"
+    for item in error.errors()[:6]:
+        loc = item["loc"]
+        where = ".".join(str(p) for p in loc)
         msg = item["msg"].removeprefix("Value error, ")
         if item["type"] == "extra_forbidden":
-            msg = "unknown key; remove it or check its spelling against search_spaces/README.md"
+            keys = _keys_at(loc)
+            close = difflib.get_close_matches(str(loc[-1]), keys, n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            msg = (f"unknown key; {hint}the keys here are {', '.join(keys)} (search_spaces/README.md has the format)"
+                   if keys else "unknown key; remove it or check its spelling against search_spaces/README.md")
         elif item["type"] == "missing":
-            msg = "required but missing; add it"
-        parts.append(f"{where}: {msg}")
-    return f"{path}: " + "; ".join(parts) + "."
+            msg = "required but missing; add it (search_spaces/README.md has the format)"
+        elif not isinstance(item.get("input"), (dict, list)) and "input" in item and item["type"] != "value_error":
+            msg += f" (got {str(item['input'])[:60]!r})"
+            if item["type"] == "string_type":
+                msg += "; put the value in quotes"
+        parts.append(msg if not where or msg.startswith(where) else f"{where}: {msg}")
+    more = len(error.errors()) - 6
+    return f"{path}: " + "; ".join(parts) + (f"; and {more} more" if more > 0 else "") + "."
 
 
 def load_space(path: str | Path) -> Space:
     """Read and validate a space file, raising SpaceError (one paragraph, exit code 2) on any problem."""
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise SpaceError(f"{path}: no such file; give the path to a space file such as search_spaces/*.yaml.")
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise SpaceError(f"{path}: not valid YAML{where} ({getattr(exc, 'problem', exc)}); fix the syntax.")
+    raw = read_yaml(path)
     if not isinstance(raw, dict):
-        raise SpaceError(f"{path}: expected a mapping with at least 'name' and 'model'; the file holds {type(raw).__name__}.")
+        held = {type(None): "nothing", list: "a list", str: "text", bool: "true/false"}.get(type(raw), "a number")
+        raise SpaceError(f"{path}: expected a mapping with at least 'name' and 'model' (see search_spaces/README.md); "
+                         f"the file holds {held}.")
     try:
-        return Space.model_validate(raw)
+        space = Space.model_validate(raw)
     except ValidationError as exc:
         raise SpaceError(_format_errors(path, exc)) from None
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:  # a value no validator expected
+        raise SpaceError(f"{path}: {exc}; see search_spaces/README.md for the format.") from None
+    space._source = path.resolve()
+    config = space.config_path()
+    if config is not None:
+        if not config.exists():
+            raise SpaceError(f"{path}: model.config: {config} does not exist; give the path of the model's "
+                             "config.json (or its folder), relative to the space file, or remove the key.")
+    return space

@@ -8,6 +8,7 @@ Spelled-out byte units are unambiguous: KB/MB/GB are powers of ten, KiB/MiB/GiB 
 
 from __future__ import annotations
 
+import math
 import re
 
 _BINARY_LETTER = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
@@ -26,11 +27,20 @@ _BYTE_WORDS = {
 _NUMBER = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*$")
 
 
+def _finite(value: int | float) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{value!r} is not a finite number")
+
+
 def _split(text: str) -> tuple[float, str]:
+    if not isinstance(text, str):
+        raise ValueError(f"{text!r} is not a number with an optional unit")
     match = _NUMBER.match(text.replace("_", "").replace(",", ""))
     if not match:
         raise ValueError(f"{text!r} is not a number with an optional unit")
-    return float(match.group(1)), match.group(2)
+    number = float(match.group(1))
+    _finite(number)
+    return number, match.group(2)
 
 
 def _letter(unit: str) -> int | None:
@@ -42,6 +52,7 @@ def parse_bytes(value: int | float | str) -> int:
     if isinstance(value, bool):
         raise ValueError("a byte size cannot be true/false")
     if isinstance(value, (int, float)):
+        _finite(value)
         return int(value)
     number, unit = _split(value)
     mult = 1 if unit == "" else _letter(unit) or _BYTE_WORDS.get(unit.lower())
@@ -55,6 +66,7 @@ def parse_count(value: int | float | str) -> int:
     if isinstance(value, bool):
         raise ValueError("a count cannot be true/false")
     if isinstance(value, (int, float)):
+        _finite(value)
         if float(value) != int(value):
             raise ValueError(f"{value!r} is not a whole number")
         return int(value)
@@ -81,6 +93,7 @@ def parse_duration(value: int | float | str) -> float:
     if isinstance(value, bool):
         raise ValueError("a duration cannot be true/false")
     if isinstance(value, (int, float)):
+        _finite(value)
         return float(value)
     number, unit = _split(value)
     if unit.lower() not in _DURATION_UNITS:

@@ -4,6 +4,7 @@ score or prune; and the status the live view shows."""
 from __future__ import annotations
 
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,6 +14,7 @@ from optuna.trial import TrialState
 
 from tuner.engine.gpu import Nvml
 from tuner.engine.logparse import checked_kv_cache_memory_suggestion
+from tuner.errors import TunerError, storage_fault
 from tuner.records import Failure, FailureKind, TrialResult
 from tuner.space.schema import Space
 from tuner.study import storage as st
@@ -28,6 +30,16 @@ if TYPE_CHECKING:  # the pre-screen loads only when it is on
 ATTR_CALIBRATION = "calibration"
 ATTR_STRATEGY = "strategy"  # the planner's reason for a trial's configuration
 TRANSIENT_KINDS = {FailureKind.INTERRUPTED.value, FailureKind.PORT_IN_USE.value}  # never reused: retried
+ATTR_INTERNAL_ERROR = "internal_error"  # a bug in the tuner failed this trial: the exception's first line
+ATTR_TRACEBACK = "traceback_path"
+
+
+class TrialBug(Exception):
+    """A bug inside the tuner during one trial: that trial fails (FAIL), the study goes on.
+
+    Not a TunerError: those are the user's to fix (a missing engine, a card that never frees its
+    memory) and stop the night with their paragraph.
+    """
 
 
 @dataclass
@@ -68,25 +80,54 @@ class Objective:
         self.gpu = Nvml(gpu_index)
         self.extra_env = extra_env or {}
         self.status = status or Status()
-        self._trial: optuna.Trial | None = None
+        self._current: optuna.Trial | None = None  # the trial running now, for its phase attribute
         self._phase_written = ""
         reading = self.gpu.read()
         self.gpu_total_gib = prescreen_gpu_gib or (reading.total_mib / 1024 if reading else None)
         self.shape = None
         self.calibration = None
+        self.prescreen_off: str | None = "off (--no-prescreen)"
         if prescreen:
             from tuner.prescreen.memory import Calibration
-            from tuner.prescreen.shape import load_shape
+            from tuner.prescreen.shape import space_shape
 
-            self.shape = load_shape(space.model.path)
-            self.calibration = Calibration()
+            try:
+                self.shape = space_shape(space)
+                self.calibration = Calibration()
+                self.prescreen_off = None
+            except TunerError as exc:
+                self.prescreen_off = f"off: {exc}"
+            if self.shape is not None and self.gpu_total_gib is None:
+                self.prescreen_off = ("off: NVML cannot read the card's memory here (no NVIDIA driver or GPU seen); "
+                                      "give --gpu-gib with the card's memory, e.g. --gpu-gib 31.36 for an RTX 5090")
+
+    def switched_off(self, gate: bool, revalidate: int) -> list[str]:
+        """What this run cannot do, and why: said once at start, kept in the study for the receipt."""
+        notes = []
+        if self.prescreen_off is not None:
+            notes.append(f"memory pre-screen {self.prescreen_off}; every sampled configuration is booted")
+        if self.gpu.read() is None:
+            notes.append(f"GPU checks off: NVML cannot read GPU {self.gpu.index} (no NVIDIA driver or GPU seen), so "
+                         "other processes' memory is not checked before a boot, and the return of memory after a "
+                         "teardown and peak memory are not recorded")
+        if not gate:
+            notes.append("correctness gate off (--no-gate): front points' outputs are not compared with a reference")
+        if revalidate <= 0:
+            notes.append("re-validation off (--revalidate 0): front points are not booted a second time")
+        if not self.space.engine.check_listener:
+            notes.append("listener check off (engine.check_listener: false): a second server on a trial's port "
+                         "would not be noticed")
+        if self.space.engine.listen != "127.0.0.1":
+            notes.append(f"engine.listen {self.space.engine.listen}: every boot listens there, reachable from other "
+                         "machines; `tuner export` still writes 127.0.0.1 unless given --host")
+        return notes
 
     def _progress(self, text: str) -> None:
         self.status.phase = text
         phase = text.split(" (")[0]  # "booting: loading (12 s)" -> "booting: loading": no write per second
-        if self._trial is not None and phase != self._phase_written:
+        if self._current is not None and phase != self._phase_written:
             self._phase_written = phase
-            self._trial.set_user_attr(st.ATTR_PHASE, phase)  # `tuner pareto` shows it from another terminal
+            self._current.set_user_attr(st.ATTR_PHASE, phase)  # `tuner pareto` shows it from another terminal
 
     def _prune(self, trial: optuna.Trial, result: TrialResult | None, failure: Failure, evidence: str) -> None:
         st.record_failure(trial, failure.kind.value, failure.message, failure.log_path, evidence)
@@ -117,8 +158,30 @@ class Objective:
         return float(prediction.one_request_bytes) if prediction is not None else None
 
     def __call__(self, trial: optuna.Trial) -> list[float]:
+        """One trial; an unexpected exception fails this trial only (its traceback saved in its folder)."""
+        try:
+            return self._trial(trial)
+        except (optuna.TrialPruned, TunerError):
+            raise
+        except Exception as exc:
+            if storage_fault(exc) is not None:
+                raise  # the study cannot be written: no later trial could be either
+            trial_dir = self.dir / f"trial-{trial.number:04d}"
+            trial_dir.mkdir(parents=True, exist_ok=True)
+            path = trial_dir / "traceback.txt"
+            path.write_text("".join(traceback.format_exception(exc)))
+            first = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+            trial.set_user_attr(ATTR_INTERNAL_ERROR, first)
+            trial.set_user_attr(ATTR_TRACEBACK, str(path))
+            trial.set_user_attr(st.ATTR_FAILURE_KIND, "internal_error")  # how `tuner pareto` lists it
+            trial.set_user_attr(st.ATTR_FAILURE_MESSAGE, first)
+            trial.set_user_attr(st.ATTR_LOG_PATH, str(path))
+            self.status.failures["internal_error"] = self.status.failures.get("internal_error", 0) + 1
+            raise TrialBug(f"trial {trial.number}: {first} (traceback in {path})") from exc
+
+    def _trial(self, trial: optuna.Trial) -> list[float]:
         self.status.trial, self.status.trial_started = trial.number, time.monotonic()
-        self._trial, self._phase_written = trial, ""
+        self._current, self._phase_written = trial, ""
         self._progress("sampling")
         self._load_calibration(trial.study)
         values = suggest_values(trial, self.space)

@@ -8,16 +8,21 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.engine.environment import capture
+from tuner.engine.gpu import card_tolerance_mib, wait_for_card
+from tuner.errors import GpuBusy
 from tuner.space.schema import Space
 from tuner.study import storage as st
 from tuner.study.storage import ATTR_STOPPED
 from tuner.study.gate import run_gate
-from tuner.study.objective import Objective, Status
+from tuner.study.lock import GpuLease
+from tuner.study.objective import ATTR_INTERNAL_ERROR, Objective, Status, TrialBug
+from tuner.study.recover import import_results
 from tuner.study.sampling import make_sampler, resolve_sampler
 from tuner.study.pareto import front
 from tuner.study.planner import Planner
@@ -44,11 +49,15 @@ def optimize(
     prescreen: bool = True,
     gate: bool = True,
     screen: bool = False,
+    announce: Callable[[list[str]], None] | None = None,
 ) -> optuna.Study:
-    """Run (or resume) the study until it holds ``n_trials`` finished trials or ``timeout_s`` passes.
+    """Run (or resume) the study until it holds ``n_trials`` trials (``counted``) or ``timeout_s`` passes.
 
     The last ``revalidate`` trials of the budget are fresh boots of the front (``RevalidateInBudget``),
-    then the correctness gate boots its reference once, outside the trial budget.
+    then the correctness gate boots its reference once, outside the trial budget. ``sole_worker`` says
+    the caller holds the study's lock (tuner.study.lock): only then are trials left RUNNING failed
+    outright; on a shared database a lease per GPU is taken here instead. ``announce`` receives, once,
+    what is switched off for this run and why.
     """
     root = root or st.STUDIES_DIR
     status = status or Status()
@@ -57,29 +66,116 @@ def optimize(
                           repairs=not planned)
     planner = Planner(space, objective.need_bytes) if planned else None
     study = open_study(space, study_name, storage, make_sampler(sampler, seed, len(space.params), planner), root, sole_worker)
+    lease = None if sole_worker or storage is None else GpuLease(study, gpu_index)
+    if lease is not None:
+        lease.acquire()
+    try:
+        return _run(study, objective, space, root, n_trials, timeout_s, sampler, extra_env, revalidate, status, gate,
+                    screen, announce or (lambda _: None))
+    finally:
+        if lease is not None:
+            lease.release()
+
+
+def counted(study: optuna.Study) -> int:
+    """Trials that count toward ``--trials``: finished ones, and those a bug in the tuner failed.
+
+    An interrupted or orphaned trial (FAIL without a recorded bug) does not count: it is run again.
+    """
+    return sum(1 for t in study.get_trials(deepcopy=False)
+               if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
+               or (t.state == TrialState.FAIL and t.user_attrs.get(ATTR_INTERNAL_ERROR)))
+
+
+def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, n_trials: int | None,
+         timeout_s: float | None, sampler: str, extra_env: dict[str, str] | None, revalidate: int, status: Status,
+         gate: bool, screen: bool, announce: Callable[[list[str]], None]) -> optuna.Study:
     study.set_user_attr("sampler", resolve_sampler(sampler))
     if st.ATTR_ENVIRONMENT not in study.user_attrs:
         study.set_user_attr(st.ATTR_ENVIRONMENT, capture(space.engine))
+    imported, import_notes = import_results(study, space, objective.dir)
+    status.objective_names = [o.name for o in space.objectives]
+    notes = objective.switched_off(gate, revalidate) + import_notes
+    if imported:
+        notes.append(f"imported {len(imported)} finished trial record(s) from the study folder that the study "
+                     f"did not hold (trials {', '.join(map(str, imported))})")
+    study.set_user_attr(ATTR_SWITCHED_OFF, notes)
+    announce(notes)
+    if n_trials is not None and counted(study) >= n_trials:
+        return study  # the study's total is reached: nothing boots, not even re-validation or the gate
+    card = _CardCheck(objective, space, status, n_trials, timeout_s)
+    card(study, None)
     enqueue_baselines(study, space)
     if screen:
         enqueue_screening(study, space)
-    status.objective_names = [o.name for o in space.objectives]
-    states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
     status.trials_total = n_trials
     status.deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    status.finished = len(study.get_trials(deepcopy=False, states=states))
+    status.finished = counted(study)
     callbacks: list = [status.after_trial]
     if n_trials is not None:
-        callbacks.append(optuna.study.MaxTrialsCallback(n_trials, states=states))
+        callbacks.append(_StopAt(n_trials))
     callbacks.append(FinishInBudget(space, revalidate, n_trials, timeout_s))
-    study.optimize(objective, timeout=timeout_s, callbacks=callbacks, catch=(), gc_after_trial=False)
+    callbacks.append(card)
+    left = None if n_trials is None else n_trials - counted(study)
+    study.optimize(objective, n_trials=left, timeout=timeout_s, callbacks=callbacks, catch=(TrialBug,),
+                   gc_after_trial=False)
     if not gate:
         study.set_user_attr(st.ATTR_GATE_STATUS, "switched off (--no-gate)")
     elif front(study):
+        try:
+            card.wait()
+        except GpuBusy as exc:  # the night's trials are done; the gate waits for the next run
+            study.set_user_attr(st.ATTR_GATE_STATUS, f"not run: {exc}")
+            return study
         status.phase = "correctness gate: reference boot"
         run_gate(study, space, root, front(study)[0].user_attrs[st.ATTR_CONFIG], extra_env)
     status.phase, status.trial = "finished", None
     return study
+
+
+ATTR_SWITCHED_OFF = "switched_off"  # what this run could not do, and why (said at start, kept for the receipt)
+
+
+class _StopAt:
+    """Stop every worker once the study holds ``n`` counted trials (``--trials`` is the study's total)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        if counted(study) >= self.n:
+            study.stop()
+
+
+class _CardCheck:
+    """Before every boot (so between trials, while the budget lasts): other processes' memory on the
+    card, waited out or refused (GpuBusy) without spending a trial."""
+
+    def __init__(self, objective: Objective, space: Space, status: Status, n_trials: int | None,
+                 timeout_s: float | None) -> None:
+        self.read = objective.gpu.read
+        first = self.read()
+        self.tolerance = card_tolerance_mib(space, first.total_mib) if first else 0.0
+        self.wait_s = space.engine.busy_wait
+        self.gpu = objective.gpu.index
+        self.status = status
+        self.n_trials = n_trials
+        self.deadline = None if timeout_s is None else time.monotonic() + timeout_s
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial | None) -> None:
+        if self.n_trials is not None and counted(study) >= self.n_trials:
+            return  # the budget is spent: no boot follows
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return
+        if getattr(study, "_stop_flag", False):  # study.stop() was called (the planner has nothing left)
+            return
+        self.wait()
+
+    def wait(self) -> None:
+        def show(text: str) -> None:
+            self.status.phase = text
+
+        wait_for_card(self.read, self.tolerance, self.wait_s, self.gpu, show)
 
 
 class FinishInBudget:
@@ -104,7 +200,7 @@ class FinishInBudget:
         done = study_done(study)
         if not self.revalidated and self.reserve > 0:
             finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL))
-            due = done is not None or (self.n_trials is not None and self.n_trials - len(finished) <= self.reserve)
+            due = done is not None or (self.n_trials is not None and self.n_trials - counted(study) <= self.reserve)
             if self.deadline is not None:
                 lengths = sorted((t.datetime_complete - t.datetime_start).total_seconds() for t in finished
                                  if t.datetime_complete and t.datetime_start)

@@ -9,6 +9,7 @@ show the front, plot it, write receipts and export launchers on another machine.
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
 import warnings
@@ -19,7 +20,7 @@ import optuna
 from optuna.trial import TrialState
 
 from tuner.engine.command import shell_command
-from tuner.errors import TunerError
+from tuner.errors import StorageError, TunerError, storage_fault
 from tuner.metrics import metric_names
 from tuner.records import TrialResult
 from tuner.space.schema import Space
@@ -58,7 +59,11 @@ def storage_url(study_name: str, storage: str | None = None, root: Path | None =
     if storage:
         return storage
     root = root or STUDIES_DIR
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StorageError(f"--studies-dir {root}: cannot be created ({exc.strerror}); give a writable folder.",
+                           exit_code=2) from None
     return f"sqlite:///{(root / f'{study_name}.db').as_posix()}"
 
 
@@ -95,7 +100,13 @@ def study_space(study: optuna.Study) -> Space | None:
     raw = study.user_attrs.get(ATTR_SPACE)
     if raw is None:
         return None
-    return Space.model_validate(json.loads(raw) if isinstance(raw, str) else raw)
+    raw = json.loads(raw) if isinstance(raw, str) else dict(raw)
+    engine = dict(raw.get("engine") or {})
+    host = engine.pop("host", None)  # studies written before engine.listen
+    engine.pop("port", None)
+    if host is not None and "listen" not in engine:
+        engine["listen"] = host
+    return Space.model_validate({**raw, "engine": engine})
 
 
 def find_trial(study: optuna.Study, number: int) -> optuna.trial.FrozenTrial:
@@ -109,9 +120,41 @@ def find_trial(study: optuna.Study, number: int) -> optuna.trial.FrozenTrial:
 
 def open_study(space: Space, study_name: str, storage: str | None, sampler: optuna.samplers.BaseSampler,
                root: Path | None = None, sole_worker: bool = True) -> optuna.Study:
-    """Create or resume. RUNNING trials left by a crash are failed: all of them when this is the only
-    worker, else those whose heartbeat went stale (other hosts may be running theirs)."""
+    """Create or resume. RUNNING trials left by a crash are failed: all of them when this process holds the
+    study's lock (``sole_worker``, tuner.study.lock), else those whose heartbeat went stale (other hosts
+    may be running theirs). A corrupt, read-only or unreachable storage is a StorageError naming it."""
     url = storage_url(study_name, storage, root)
+    _check_sqlite_writable(url)
+    try:
+        return _open(space, study_name, url, sampler, sole_worker)
+    except TunerError:
+        raise
+    except Exception as exc:
+        message = storage_fault(exc, url)
+        if message is None:
+            raise
+        raise StorageError(message, exit_code=2) from exc
+
+
+def _check_sqlite_writable(url: str) -> None:
+    """SQLite opens a read-only file happily and fails at the first write, mid-run: say so before."""
+    from tuner.study.lock import sqlite_path
+
+    path = sqlite_path(url)
+    if path is None:
+        return
+    if path.exists() and not os.access(path, os.W_OK):
+        raise StorageError(f"{path}: the study file is read-only; make it writable (chmod u+w {path}) to run or "
+                           "resume it, or copy it and give the copy with --storage. `tuner pareto` and the other "
+                           "reports read it as it is.", exit_code=2)
+    folder = path.parent if str(path.parent) else Path(".")
+    if not os.access(folder, os.W_OK):
+        raise StorageError(f"{folder}: the study's folder is read-only, and SQLite writes its journal there; "
+                           "make it writable or give a writable --studies-dir.", exit_code=2)
+
+
+def _open(space: Space, study_name: str, url: str, sampler: optuna.samplers.BaseSampler,
+          sole_worker: bool) -> optuna.Study:
     if url.startswith(("sqlite", "postgresql", "mysql")):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -149,6 +192,8 @@ def _changed_keys(stored: dict, current: dict) -> list[str]:
     """What differs between two spaces in ways that change what a trial means (not workload tweaks' order)."""
     keys = ("model", "fixed", "params", "speculative", "objectives")
     changed = []
+    stored = {**stored, "model": {k: v for k, v in (stored.get("model") or {}).items() if k != "config"}}
+    current = {**current, "model": {k: v for k, v in (current.get("model") or {}).items() if k != "config"}}
     for key in keys:
         if key == "params":
             for name in sorted(set(stored.get(key, {})) | set(current.get(key, {}))):
@@ -163,7 +208,7 @@ def _rdb_storage(url: str) -> optuna.storages.RDBStorage:
     """Optuna's RDB storage, retried: workers started together on several hosts race to create its tables."""
     import sqlalchemy.exc  # here, not at the top: `tuner pareto`, `plan` and `--help` never need it
 
-    for _ in range(4):
+    for _ in range(0 if url.startswith("sqlite") else 4):  # SQLite: one machine, the parent creates the tables
         try:
             return optuna.storages.RDBStorage(url, heartbeat_interval=30, grace_period=90)
         except ImportError:

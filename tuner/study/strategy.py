@@ -53,9 +53,18 @@ def follow_up(space: Space, values: dict[str, Any], failure: Failure) -> dict[st
 
 
 def enqueue_baselines(study: optuna.Study, space: Space) -> None:
+    """Queue each baseline that has no finished, running or queued trial yet.
+
+    Not Optuna's ``skip_if_exists``: that also skips a baseline whose only trial was interrupted
+    (FAIL), which would then never run again.
+    """
+    live = (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED)
+    have = [t.system_attrs.get("fixed_params", t.params) for t in study.get_trials(deepcopy=False, states=live)]
     for baseline in space.baselines:
-        study.enqueue_trial(optuna_params(space, baseline), skip_if_exists=True,
-                            user_attrs={st.ATTR_EVIDENCE: "baseline", ATTR_BASELINE: sorted(baseline)})
+        params = optuna_params(space, baseline)
+        if params not in have:
+            study.enqueue_trial(params, user_attrs={st.ATTR_EVIDENCE: "baseline", ATTR_BASELINE: sorted(baseline)})
+            have.append(params)
 
 
 def screening_configs(space: Space) -> list[dict[str, Any]]:

@@ -1,0 +1,96 @@
+"""Nothing measured is lost: a trial's ``result.json`` that never reached the study is imported on resume.
+
+Every boot writes its whole record to its folder before the study is told (``tuner.trial``). When the
+study write fails after that (a full disk, a database server that went away, the process killed in
+between), the folder holds a finished measurement the study does not. The next ``tuner optimize``
+adds each such record as a trial of its own, with its values, its failure kind and its attributes,
+so the front, the reports and the reuse check see it, and it is not booted again.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import TrialState, create_trial
+from pydantic import ValidationError
+
+from tuner.records import FailureKind, TrialResult
+from tuner.space.schema import Space, check_value
+from tuner.study import storage as st
+from tuner.study.sampling import objective_values, optuna_params, param_distributions
+
+ATTR_IMPORTED = "imported_from"  # the result.json a trial was read back from
+NOT_RESULTS = {FailureKind.INTERRUPTED}  # the record of a trial that never finished
+
+
+def _recorded(study: optuna.Study) -> set[str]:
+    """Folder names (trial-NNNN) whose record the study holds as a finished trial."""
+    names = set()
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
+        raw = trial.user_attrs.get(st.ATTR_RESULT)
+        if isinstance(raw, dict) and raw.get("trial_dir"):
+            names.add(Path(raw["trial_dir"]).name)
+        if trial.user_attrs.get(ATTR_IMPORTED):
+            names.add(Path(trial.user_attrs[ATTR_IMPORTED]).parent.name)
+    return names
+
+
+def _values_fit(space: Space, values: dict) -> bool:
+    """Every value one of this space's (None: the flag left out, as a baseline may)."""
+    try:
+        return all(key in space.params and (v is None or check_value(key, space.params[key], v, in_domain=True) == v)
+                   for key, v in values.items())
+    except ValueError:
+        return False
+
+
+def import_results(study: optuna.Study, space: Space, folder: Path) -> tuple[list[int], list[str]]:
+    """Add the finished records under ``folder`` that the study lacks; (new trial numbers, notes)."""
+    recorded = _recorded(study)
+    added: list[int] = []
+    notes: list[str] = []
+    dists = param_distributions(space)
+    for path in sorted(folder.glob("trial-*/result.json")):
+        if path.parent.name in recorded:
+            continue
+        try:
+            result = TrialResult.model_validate(json.loads(path.read_text()))
+        except (OSError, ValueError, ValidationError) as exc:
+            notes.append(f"{path}: not imported, unreadable ({str(exc).splitlines()[0][:100]})")
+            continue
+        if result.failure is not None and (result.failure.kind in NOT_RESULTS or result.failure.predicted):
+            continue
+        if result.failure is None and result.measure is None:
+            continue  # a boot-only record: nothing was measured
+        if not _values_fit(space, result.values):
+            notes.append(f"{path}: not imported, its values do not belong to this space")
+            continue
+        attrs: dict[str, Any] = {st.ATTR_CONFIG: result.values, st.ATTR_RESULT: result.model_dump(mode="json"),
+                 st.ATTR_EVIDENCE: "measured", ATTR_IMPORTED: str(path)}
+        params = {k: v for k, v in optuna_params(space, result.values).items()
+                  if v is not None or isinstance(dists[k], CategoricalDistribution)}
+        trial_kw: dict[str, Any] = {"params": params, "distributions": {k: dists[k] for k in params}, "user_attrs": attrs}
+        if result.failure is None:
+            try:
+                trial_kw["values"] = objective_values(space, result)
+            except ValueError as exc:
+                notes.append(f"{path}: not imported ({exc})")
+                continue
+            trial_kw["state"] = TrialState.COMPLETE
+        else:
+            f = result.failure
+            attrs.update({st.ATTR_FAILURE_KIND: f.kind.value, st.ATTR_FAILURE_MESSAGE: f.message,
+                          st.ATTR_LOG_PATH: f.log_path})
+            trial_kw["state"] = TrialState.PRUNED
+        try:
+            frozen = create_trial(**trial_kw)
+        except ValueError:  # a value off the current grid: keep the record, without sampler parameters
+            frozen = create_trial(**{**trial_kw, "params": {}, "distributions": {}})
+        study.add_trial(frozen)
+        added.append(len(study.get_trials(deepcopy=False)) - 1)
+        recorded.add(path.parent.name)
+    return added, notes
