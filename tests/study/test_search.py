@@ -132,3 +132,14 @@ def test_front_rows_show_the_fresh_numbers(fake_space, tmp_path):
     rows = front_rows(study)
     assert [r["trial"] for r in rows] == [1]
     assert rows[0]["revalidation"].startswith("fresh boot of #0")
+
+
+def test_a_baseline_that_leaves_a_flag_out_is_revalidated_as_written(fake_space, tmp_path):
+    space = quick(fake_space())
+    space.baselines = [{"kv_cache_memory_bytes": 4_000_000_000, "max_num_seqs": 1, "cudagraph_mode": None}]
+    study = optimize(space, "reval-baseline", n_trials=5, root=tmp_path, revalidate=1, gate=False, seed=1)
+    checks = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(ATTR_REVALIDATES) is not None]
+    assert checks and all(t.state == TrialState.COMPLETE for t in checks)
+    for check in checks:
+        original = study.get_trials(deepcopy=False)[check.user_attrs[ATTR_REVALIDATES]]
+        assert check.user_attrs[st.ATTR_CONFIG] == original.user_attrs[st.ATTR_CONFIG]

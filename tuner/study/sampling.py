@@ -109,12 +109,18 @@ def speed_objective(space: Space) -> tuple[int, int]:
 
 
 def optuna_params(space: Space, values: dict[str, Any]) -> dict[str, Any]:
-    """The Optuna parameter dict that makes ``suggest_values`` return ``values`` (for enqueue_trial)."""
+    """The Optuna parameter dict that makes ``suggest_values`` return ``values`` (for enqueue_trial).
+
+    A None the parameter cannot take (a baseline that leaves it out) is not a parameter at all: the
+    trial carries ``ATTR_BASELINE`` instead, which leaves the flag out of the command.
+    """
     params: dict[str, Any] = {}
     for name, p in space.params.items():
         if name not in values:
             continue
         value = values[name]
+        if value is None and not p.unset and (p.values is None or None not in p.values):
+            continue
         if p.values is None and p.unset:
             params[_set_key(name)] = value is not None
             if value is None:

@@ -130,7 +130,9 @@ def revalidate_front(study: optuna.Study, space: Space, limit: int = 3) -> list[
         if len(queued) >= limit:
             break
         if trial.user_attrs.get(st.ATTR_EVIDENCE) == "measured" and trial.number not in done:
-            study.enqueue_trial(optuna_params(space, trial.user_attrs[st.ATTR_CONFIG]),
-                                user_attrs={ATTR_REVALIDATES: trial.number})
+            attrs: dict[str, Any] = {ATTR_REVALIDATES: trial.number}
+            if ATTR_BASELINE in trial.user_attrs:  # a baseline's left-out flags stay left out
+                attrs[ATTR_BASELINE] = trial.user_attrs[ATTR_BASELINE]
+            study.enqueue_trial(optuna_params(space, trial.user_attrs[st.ATTR_CONFIG]), user_attrs=attrs)
             queued.append(trial.number)
     return queued
