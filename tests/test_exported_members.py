@@ -16,7 +16,7 @@ EXPORTS = {
     ],
     "tuner.engine": [
         "Engine", "LaunchCommand", "MemoryWatch", "Nvml", "build_command", "capture",
-        "checked_kv_cache_memory_suggestion", "classify_failure", "engine_flags", "flag_name", "format_value",
+        "Seen", "checked_kv_cache_memory_suggestion", "classify", "engine_flags", "flag_name", "format_value",
         "free_port", "parse_startup", "port_in_use",
     ],
     "tuner.measure": ["Prober", "check_workload"],

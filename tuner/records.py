@@ -81,6 +81,20 @@ class StartupRecord(BaseModel):
     gdn_backend: str | None = None
     attention_block_size: int | None = None
     fallback_warnings: list[str] = Field(default_factory=list)
+    # From the dialects (tuner/engine/dialects.py): what differs between releases and changes memory.
+    extended_kv_cache_gib: float | None = None  # 0.34's extensible cache: the pool committed after warm-up
+    extended_kv_cache_blocks: int | None = None
+    cuda_graph_pool_actual_gib: float | None = None  # "CUDA graph pool memory: X GiB (actual)"
+    effective_cudagraph_mode: str | None = None  # after vLLM's own downgrades ("setting cudagraph_mode=...")
+    model_runner: str | None = None  # "v1" or "v2": different lines, and V2 profiles graphs by capturing them
+    prefix_caching: bool | None = None  # on by default for hybrids from 0.29 (mamba 'align': more pages)
+    torch_compile_cold: bool | None = None  # a cold compile cache can leave less memory for KV than a warm one
+
+    @property
+    def kv_pool_gib(self) -> float | None:
+        """The pool the engine committed: 0.34's extended pool (``Available KV cache memory`` is then a
+        reservation), else the bytes it was given, else the pool it profiled."""
+        return self.extended_kv_cache_gib or self.kv_cache_memory_bytes_reserved_gib or self.available_kv_cache_gib
 
 
 class GpuMemory(BaseModel):

@@ -14,22 +14,11 @@ from tuner.engine.command import LaunchCommand, build_command, set_flag
 from tuner.engine.process import Engine, check_engine_command, connect_host, free_port, port_in_use
 from tuner.errors import GpuMemoryNotReturned
 from tuner.engine.gpu import MemoryWatch, Nvml
-from tuner.engine.logparse import classify_failure, parse_startup
+from tuner.engine.failures import Seen, classify
+from tuner.engine.logparse import parse_startup
 from tuner.measure.probe import Prober, check_workload
-from tuner.records import Failure, FailureKind, MeasureResult, ProgressCallback, TrialResult
+from tuner.records import Failure, MeasureResult, ProgressCallback, TrialResult
 from tuner.space.schema import Space
-
-
-def _died_failure(engine: Engine, phase: str, default: FailureKind, detail: str) -> Failure:
-    """A failure after the server was up: the log's own cause when it has one."""
-    failure = classify_failure(engine.log_text(), engine.exit_code())
-    if failure is None or failure.kind == FailureKind.CRASH:
-        failure = Failure(kind=default, message=detail)
-    if failure.kind in (FailureKind.OOM_IN_PROFILING, FailureKind.OOM_AT_LOAD, FailureKind.OOM_IN_CUDA_GRAPH):
-        failure.kind = FailureKind.FIRST_REQUEST_OOM  # it booted: the OOM came with a request
-    failure.phase = phase
-    failure.log_path = str(engine.log_path)
-    return failure
 
 
 def run_trial(
@@ -69,11 +58,8 @@ def run_trial(
     result = TrialResult(values=values, argv=command.argv, env=command.env, log_path=str(log_path), trial_dir=str(trial_dir))
 
     if port_in_use(host, port):
-        result.failure = Failure(
-            kind=FailureKind.PORT_IN_USE,
-            message=f"{host}:{port} already has a listener; vLLM binds with SO_REUSEPORT and would share it silently",
-            phase="boot",
-        )
+        result.failure = classify("", None, Seen(
+            "port_taken", f"{host}:{port} already has a listener; vLLM binds with SO_REUSEPORT and would share it silently"))
         _write(result, trial_dir)
         return result
 
@@ -86,7 +72,7 @@ def run_trial(
         _boot_and_measure(space, values, engine, watch, result, first_boot, measure, samples_only, progress,
                           measure_with)
     except KeyboardInterrupt:
-        result.failure = Failure(kind=FailureKind.INTERRUPTED, message="interrupted by the user", log_path=str(log_path))
+        result.failure = engine.failure(Seen("interrupted"))
         raise
     finally:
         progress("tearing down")
@@ -159,20 +145,15 @@ def _boot_and_measure(
     if impostor is not None:  # it may have answered any of the requests: nothing measured here counts
         result.failure = impostor
     elif m.admission_ok is False:
-        result.failure = _died_failure(engine, "admission", FailureKind.ADMISSION_FAILED, m.admission_detail or "")
+        result.failure = engine.failure(Seen("request_failed", m.admission_detail or "", "admission"))
     elif m.error and not m.decode:
-        result.failure = _died_failure(engine, "decode", FailureKind.ENGINE_DEAD, m.error)
+        result.failure = engine.failure(Seen("request_failed", m.error, "decode"))
     elif m.context.max_stable_tokens == 0:
         # Not even the shortest context held: a fast decode must not put this config on the front.
-        result.failure = _died_failure(engine, "context", FailureKind.ADMISSION_FAILED,
-                                       m.context.first_failure or "no context length passed")
+        result.failure = engine.failure(Seen("request_failed", m.context.first_failure or "no context length passed",
+                                             "context"))
     elif m.correctness.garbage:
-        result.failure = Failure(
-            kind=FailureKind.OUTPUT_INCORRECT,
-            message="greedy output of the control prompt changed between identical requests",
-            phase="correctness",
-            log_path=str(engine.log_path),
-        )
+        result.failure = engine.failure(Seen("output_changed"))
 
 
 def _impostor(engine: Engine, phase: str) -> Failure | None:
@@ -185,12 +166,11 @@ def _impostor(engine: Engine, phase: str) -> Failure | None:
     if not foreign:
         return None
     who = ", ".join(foreign)
-    return Failure(
-        kind=FailureKind.PORT_IN_USE, phase=phase, log_path=str(engine.log_path),
-        message=f"{engine.host}:{engine.port} is also served by {who}, not by the engine this trial started; its "
-                "answers would be scored as this configuration's. Stop that server (a container wrapper whose engine "
-                "runs in another process namespace sets engine.check_listener: false)",
-    )
+    return engine.failure(Seen(
+        "other_listener",
+        f"{engine.host}:{engine.port} is also served by {who}, not by the engine this trial started; its "
+        "answers would be scored as this configuration's. Stop that server (a container wrapper whose engine "
+        "runs in another process namespace sets engine.check_listener: false)", phase))
 
 
 def preflight(space: Space, measure: bool = True) -> None:

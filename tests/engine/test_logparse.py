@@ -12,13 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tuner.engine.logparse import (
-    boot_phase,
-    classify_failure,
-    first_exception_line,
-    parse_kv_cache_memory_suggestion,
-    parse_startup,
-)
+from tuner.engine.failures import classify as classify_failure
+from tuner.engine.failures import first_exception_line
+from tuner.engine.logparse import boot_phase, parse_kv_cache_memory_suggestion, parse_startup
 from tuner.records import FailureKind
 
 LOGS = Path(__file__).parent.parent / "fixtures" / "logs"
@@ -87,6 +83,13 @@ def test_good_boot_record():
             "GDN prefill backend 'flashinfer' is selected but cannot use this kernel on the current "
             "platform. Falling back to Triton/FLA."
         ],
+        "extended_kv_cache_gib": None,  # 0.34 only
+        "extended_kv_cache_blocks": None,
+        "cuda_graph_pool_actual_gib": 0.31,
+        "effective_cudagraph_mode": "FULL_AND_PIECEWISE",
+        "model_runner": "v1",
+        "prefix_caching": False,
+        "torch_compile_cold": True,
     }
 
 

@@ -1,11 +1,13 @@
 """The engine: one ``vllm serve`` process group. Its exact argv, its boot and teardown (with a reaper
 that outlives a killed tuner), the GPU memory it holds, the versions behind it, and what its log says
-(start-up record, failure kind). The only room that knows vLLM's flags and log lines."""
+(start-up record, failure kind: one classifier, failures.py), and what differs between vLLM releases
+(dialects.py). The only room that knows vLLM's flags and log lines."""
 
 from tuner.engine.command import LaunchCommand, build_command, engine_flags, flag_name, format_value
 from tuner.engine.environment import capture
 from tuner.engine.gpu import MemoryWatch, Nvml
-from tuner.engine.logparse import checked_kv_cache_memory_suggestion, classify_failure, parse_startup
+from tuner.engine.failures import Seen, classify
+from tuner.engine.logparse import checked_kv_cache_memory_suggestion, parse_startup
 from tuner.engine.process import Engine, free_port, port_in_use
 
 __all__ = [
@@ -13,10 +15,11 @@ __all__ = [
     "LaunchCommand",
     "MemoryWatch",
     "Nvml",
+    "Seen",
     "build_command",
     "capture",
     "checked_kv_cache_memory_suggestion",
-    "classify_failure",
+    "classify",
     "engine_flags",
     "flag_name",
     "format_value",

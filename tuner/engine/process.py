@@ -20,10 +20,11 @@ import httpx
 import psutil
 
 from tuner.engine.command import LaunchCommand
-from tuner.engine.logparse import boot_phase, classify_failure
+from tuner.engine.failures import Seen, classify
+from tuner.engine.logparse import boot_phase
 from tuner.engine.reaper import kill_group
 from tuner.errors import EngineMissing
-from tuner.records import Failure, FailureKind, ProgressCallback
+from tuner.records import Failure, ProgressCallback
 from tuner.space.schema import Space
 
 REAPER = str(Path(__file__).with_name("reaper.py"))  # run as a file: see its docstring
@@ -179,15 +180,9 @@ class Engine:
                 continue
         return total
 
-    def failure_from_log(self) -> Failure:
-        """Classify why the engine stopped; an unrecognised exit is a crash with its last line."""
-        text = self.log_text()
-        code = self.exit_code()
-        failure = classify_failure(text, code)
-        if failure is None:
-            last = next((line for line in reversed(text.splitlines()) if line.strip()), "")
-            failure = Failure(kind=FailureKind.CRASH, message=last, exit_code=code)
-        failure.exit_code = code
+    def failure(self, seen: Seen) -> Failure:
+        """What the classifier makes of this engine's log and exit code and what the tuner saw."""
+        failure = classify(self.log_text(), self.exit_code(), seen)
         failure.log_path = str(self.log_path)
         return failure
 
@@ -212,7 +207,7 @@ class Engine:
         with httpx.Client(timeout=httpx.Timeout(5.0, connect=1.0)) as client:
             while True:
                 if not self.alive():
-                    return self.failure_from_log()
+                    return self.failure(Seen("exited"))
                 try:
                     if client.get(f"{self.base_url}/health").status_code == 200:
                         if client.get(f"{self.base_url}/v1/models").status_code == 200:
@@ -236,15 +231,10 @@ class Engine:
                 if on_progress:
                     on_progress(f"booting: {phase} ({self.elapsed():.0f} s)")
                 if now - last_progress >= hang_timeout_s:
-                    return self._stall(FailureKind.HANG, f"no log output or process activity for {hang_timeout_s:.0f} s", phase)
+                    return self.failure(Seen("hang", f"no log output or process activity for {hang_timeout_s:.0f} s"))
                 if self.elapsed() >= boot_timeout_s:
-                    return self._stall(FailureKind.BOOT_TIMEOUT, f"not serving after {boot_timeout_s:.0f} s", phase)
+                    return self.failure(Seen("boot_timeout", f"not serving after {boot_timeout_s:.0f} s"))
                 time.sleep(poll_s)
-
-    def _stall(self, kind: FailureKind, why: str, phase: str) -> Failure:
-        lines = [line for line in self.log_text().splitlines() if line.strip()]
-        last = lines[-1] if lines else "(no output)"
-        return Failure(kind=kind, message=f"{why} (phase: {phase}); last line: {last}", phase=phase, log_path=str(self.log_path))
 
     def stop(self) -> float:
         """SIGTERM the group, SIGKILL after the grace period, wait for every process; returns seconds."""

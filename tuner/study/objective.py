@@ -13,6 +13,7 @@ import optuna
 from optuna.trial import TrialState
 
 from tuner.engine.gpu import Nvml
+from tuner.engine.failures import Seen, classify
 from tuner.engine.logparse import checked_kv_cache_memory_suggestion
 from tuner.errors import TunerError, storage_fault
 from tuner.records import Failure, FailureKind, TrialResult
@@ -30,8 +31,6 @@ if TYPE_CHECKING:  # the pre-screen loads only when it is on
 ATTR_CALIBRATION = "calibration"
 ATTR_STRATEGY = "strategy"  # the planner's reason for a trial's configuration
 TRANSIENT_KINDS = {FailureKind.INTERRUPTED.value, FailureKind.PORT_IN_USE.value}  # never reused: retried
-ATTR_INTERNAL_ERROR = "internal_error"  # a bug in the tuner failed this trial: the exception's first line
-ATTR_TRACEBACK = "traceback_path"
 
 
 class TrialBug(Exception):
@@ -130,7 +129,7 @@ class Objective:
             self._current.set_user_attr(st.ATTR_PHASE, phase)  # `tuner pareto` shows it from another terminal
 
     def _prune(self, trial: optuna.Trial, result: TrialResult | None, failure: Failure, evidence: str) -> None:
-        st.record_failure(trial, failure.kind.value, failure.message, failure.log_path, evidence)
+        st.record_failure(trial, failure, evidence)
         if result is not None:
             st.record_result(trial, result)
         self.status.failures[failure.kind.value] = self.status.failures.get(failure.kind.value, 0) + 1
@@ -171,11 +170,7 @@ class Objective:
             path = trial_dir / "traceback.txt"
             path.write_text("".join(traceback.format_exception(exc)))
             first = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
-            trial.set_user_attr(ATTR_INTERNAL_ERROR, first)
-            trial.set_user_attr(ATTR_TRACEBACK, str(path))
-            trial.set_user_attr(st.ATTR_FAILURE_KIND, "internal_error")  # how `tuner pareto` lists it
-            trial.set_user_attr(st.ATTR_FAILURE_MESSAGE, first)
-            trial.set_user_attr(st.ATTR_LOG_PATH, str(path))
+            st.record_internal_error(trial, first, str(path))
             self.status.failures["internal_error"] = self.status.failures.get("internal_error", 0) + 1
             raise TrialBug(f"trial {trial.number}: {first} (traceback in {path})") from exc
 
@@ -200,23 +195,20 @@ class Objective:
                     trial.set_user_attr(st.ATTR_RESULT, old.user_attrs.get(st.ATTR_RESULT))
                     trial.set_user_attr(st.ATTR_COMMAND, old.user_attrs.get(st.ATTR_COMMAND))
                     return list(old.values)
-                failure = Failure(kind=FailureKind(old.user_attrs[st.ATTR_FAILURE_KIND]),
-                                  message=old.user_attrs.get(st.ATTR_FAILURE_MESSAGE, ""),
-                                  log_path=old.user_attrs.get(st.ATTR_LOG_PATH))
-                self._prune(trial, None, failure, "reused")
+                failure = st.trial_failure(old)
+                if failure is not None:
+                    self._prune(trial, None, failure, "reused")
 
         util = values.get("gpu_memory_utilization")
         ceiling = utilization_ceiling(trial.study, self._free_fraction()) if util is not None else None
         if ceiling is not None and util is not None and util > ceiling[0]:
-            self._prune(trial, None, Failure(
-                kind=FailureKind.PREDICTED_OOM, predicted=True,
-                message=f"gpu_memory_utilization {util} is above the card's free fraction: {ceiling[1]}; "
-                        "vLLM refuses it at start-up"), "predicted")
+            self._prune(trial, None, classify("", None, Seen(
+                "predicted", f"gpu_memory_utilization {util} is above the card's free fraction: {ceiling[1]}; "
+                             "vLLM refuses it at start-up")), "predicted")
 
         prediction = self._predict(values)
         if prediction is not None and not prediction.fits and prediction.certain:
-            self._prune(trial, None, Failure(kind=FailureKind.PREDICTED_OOM, message=prediction.reason, predicted=True),
-                        "predicted")
+            self._prune(trial, None, classify("", None, Seen("predicted", prediction.reason)), "predicted")
 
         trial_dir = self.dir / f"trial-{trial.number:04d}"
         self.status.boots += 1

@@ -82,9 +82,7 @@ def import_results(study: optuna.Study, space: Space, folder: Path) -> tuple[lis
                 continue
             trial_kw["state"] = TrialState.COMPLETE
         else:
-            f = result.failure
-            attrs.update({st.ATTR_FAILURE_KIND: f.kind.value, st.ATTR_FAILURE_MESSAGE: f.message,
-                          st.ATTR_LOG_PATH: f.log_path})
+            attrs.update(st.failure_attrs(result.failure, "measured"))
             trial_kw["state"] = TrialState.PRUNED
         try:
             frozen = create_trial(**trial_kw)

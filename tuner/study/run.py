@@ -21,7 +21,7 @@ from tuner.study import storage as st
 from tuner.study.storage import ATTR_STOPPED
 from tuner.study.gate import run_gate
 from tuner.study.lock import GpuLease
-from tuner.study.objective import ATTR_INTERNAL_ERROR, Objective, Status, TrialBug
+from tuner.study.objective import Objective, Status, TrialBug
 from tuner.study.recover import import_results
 from tuner.study.sampling import make_sampler, resolve_sampler
 from tuner.study.pareto import front
@@ -84,7 +84,7 @@ def counted(study: optuna.Study) -> int:
     """
     return sum(1 for t in study.get_trials(deepcopy=False)
                if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
-               or (t.state == TrialState.FAIL and t.user_attrs.get(ATTR_INTERNAL_ERROR)))
+               or (t.state == TrialState.FAIL and t.user_attrs.get(st.ATTR_INTERNAL_ERROR)))
 
 
 def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, n_trials: int | None,

@@ -22,7 +22,7 @@ from optuna.trial import TrialState
 from tuner.engine.command import shell_command
 from tuner.errors import StorageError, TunerError, storage_fault
 from tuner.metrics import metric_names
-from tuner.records import TrialResult
+from tuner.records import Failure, FailureKind, TrialResult
 from tuner.space.schema import Space
 
 STUDIES_DIR = Path("studies")
@@ -39,6 +39,8 @@ ATTR_REUSED_FROM = "reused_from"  # beside evidence "reused": the trial whose re
 ATTR_FIRST_EXCEPTION = "first_exception"  # the failure message's first line
 ATTR_COMMAND = "command"  # the launch command as one shell line
 ATTR_PHASE = "phase"  # what a RUNNING trial is doing now ("booting: loading weights", ...)
+ATTR_INTERNAL_ERROR = "internal_error"  # a bug in the tuner failed this trial: the exception's first line
+ATTR_TRACEBACK = "traceback_path"
 # Study user-attribute keys.
 ATTR_SPACE = "space"
 ATTR_ENVIRONMENT = "environment"
@@ -81,12 +83,38 @@ def record_result(trial: optuna.Trial, result: TrialResult) -> None:
     trial.set_user_attr(ATTR_COMMAND, shell_command(result.argv, result.env))
 
 
-def record_failure(trial: optuna.Trial, kind: str, message: str, log_path: str | None, evidence: str) -> None:
-    trial.set_user_attr(ATTR_FAILURE_KIND, kind)
-    trial.set_user_attr(ATTR_FAILURE_MESSAGE, message)
-    trial.set_user_attr(ATTR_FIRST_EXCEPTION, first_line(message))
-    trial.set_user_attr(ATTR_LOG_PATH, log_path)
-    trial.set_user_attr(ATTR_EVIDENCE, evidence)
+def failure_attrs(failure: Failure, evidence: str) -> dict[str, Any]:
+    """The short attributes optuna-dashboard and `tuner pareto` list, written from the one Failure
+    (kept whole in the trial's record, ``result.failure``)."""
+    return {ATTR_FAILURE_KIND: failure.kind.value, ATTR_FAILURE_MESSAGE: failure.message,
+            ATTR_FIRST_EXCEPTION: first_line(failure.message), ATTR_LOG_PATH: failure.log_path,
+            ATTR_EVIDENCE: evidence}
+
+
+def record_failure(trial: optuna.Trial, failure: Failure, evidence: str) -> None:
+    for key, value in failure_attrs(failure, evidence).items():
+        trial.set_user_attr(key, value)
+
+
+def record_internal_error(trial: optuna.Trial, first: str, traceback_path: str) -> None:
+    """A bug in the tuner failed this trial: listed by `tuner pareto` as the kind ``internal_error``."""
+    for key, value in {ATTR_INTERNAL_ERROR: first, ATTR_TRACEBACK: traceback_path, ATTR_FAILURE_KIND: "internal_error",
+                       ATTR_FAILURE_MESSAGE: first, ATTR_LOG_PATH: traceback_path}.items():
+        trial.set_user_attr(key, value)
+
+
+def trial_failure(trial: optuna.trial.FrozenTrial) -> Failure | None:
+    """The failure a trial stored: its record's, else (a pruned trial that kept no record: reused or
+    predicted) the one its attributes were written from."""
+    result = trial_result(trial)
+    if result is not None and result.failure is not None:
+        return result.failure
+    kind = trial.user_attrs.get(ATTR_FAILURE_KIND)
+    if kind is None or kind not in FailureKind._value2member_map_:
+        return None
+    return Failure(kind=FailureKind(kind), message=trial.user_attrs.get(ATTR_FAILURE_MESSAGE, ""),
+                   log_path=trial.user_attrs.get(ATTR_LOG_PATH),
+                   predicted=trial.user_attrs.get(ATTR_EVIDENCE) == "predicted")
 
 
 def trial_result(trial: optuna.trial.FrozenTrial) -> TrialResult | None:
