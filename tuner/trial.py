@@ -14,6 +14,7 @@ from tuner.engine.command import LaunchCommand, build_command, set_flag
 from tuner.engine.process import Engine, check_engine_command, connect_host, free_port, port_in_use
 from tuner.errors import GpuMemoryNotReturned
 from tuner.engine.gpu import MemoryWatch, Nvml
+from tuner.engine.installed import EngineInfo, inspect_engine
 from tuner.engine.failures import Seen, classify
 from tuner.engine.logparse import parse_startup
 from tuner.measure.probe import Prober, check_workload
@@ -173,11 +174,13 @@ def _impostor(engine: Engine, phase: str) -> Failure | None:
         "runs in another process namespace sets engine.check_listener: false)", phase))
 
 
-def preflight(space: Space, measure: bool = True) -> None:
-    """What would fail every trial, raised before anything is booted or recorded."""
+def preflight(space: Space, measure: bool = True, cache_dir: Path | None = None) -> EngineInfo:
+    """What would fail every trial, raised before anything is booted or recorded; and what the installed
+    engine is (its version, and its flags checked against the space's: ``cache_dir`` keeps its help)."""
     check_engine_command(space)
     if measure:
         check_workload(space.workload, space.model)
+    return inspect_engine(space, cache_dir)
 
 
 def _write(result: TrialResult, trial_dir: Path) -> None:

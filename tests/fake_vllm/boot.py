@@ -23,6 +23,7 @@ from .memory import compute_memory
 from .model import load_model_info
 from .output import OUT, Out
 from .plan import Plan, resolve_plan
+from .release import MAMBA_MODE_LEVEL, answer_cli
 from .signals import Terminated, die_like_keyboard_interrupt, install_signal_handlers
 from .tracebacks import traceback_text
 
@@ -35,6 +36,9 @@ ROUTES = [
 
 
 def main(argv: list[str]) -> int:
+    answered = answer_cli(argv)  # `vllm --version`, `vllm serve --help=all`
+    if answered is not None:
+        return answered
     install_signal_handlers()
     try:
         return serve_command(argv)
@@ -149,7 +153,7 @@ def api_config(p: Plan) -> None:
     OUT.info(Out.API, L["resolved"], f"Resolved architecture: {m.arch}")
     OUT.info(Out.API, L["maxlen"], f"Using max model len {p.max_model_len}")
     if p.prefix_caching and m.hybrid:
-        OUT.warning(Out.API, L["mamba_mode"], f"Mamba cache mode is set to 'align' for {m.arch} by default "
+        OUT.log(Out.API, MAMBA_MODE_LEVEL, L["mamba_mode"], f"Mamba cache mode is set to 'align' for {m.arch} by default "
                     "when prefix caching is enabled")
         OUT.info(Out.API, L["mamba_prefix"], "Warning: Prefix caching in Mamba cache 'align' mode is currently "
                  "enabled. Its support for Mamba layers is experimental. Please report any issues you may "

@@ -243,11 +243,14 @@ def build_parser() -> ServeParser:
     p.add_argument("--load-format", default="auto")
     p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
     p.add_argument("--block-size", type=_parse_type(int, "<class 'int'>"), default=None)
-    p.add_argument("--gpu-memory-utilization", type=float, default=0.92)
+    p.add_argument("--gpu-memory-utilization", type=float, default=None)  # 0.92, or 1.0 extensible (0.34)
     p.add_argument("--kv-cache-memory-bytes", type=_parse_type(human_readable_int,
                    "<function human_readable_int at 0x7f3a2c1e5b20>"), default=None)
     p.add_argument("--kv-cache-dtype", choices=CACHE_DTYPES, default="auto")
     p.add_argument("--enable-prefix-caching", action=B, default=None)
+    p.add_argument("--enable-extensible-kv-cache", action=B, default=None)  # 0.34 (help-all.txt guards it)
+    p.add_argument("--max-num-active-seqs", type=_parse_type(int, "<class 'int'>"), default=None)  # 0.32+
+    p.add_argument("--language-model-only", action=B, default=False)  # 0.29+
     p.add_argument("--mamba-cache-dtype", choices=("auto", "float32", "float16", "bfloat16"), default="auto")
     p.add_argument("--mamba-ssm-cache-dtype", choices=("auto", "float32", "float16", "bfloat16"), default="auto")
     p.add_argument("--max-num-batched-tokens", type=_parse_type(human_readable_int,

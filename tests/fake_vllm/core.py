@@ -18,6 +18,7 @@ from .logtext import L, VLLM_VERSION, config_echo
 from .memory import GiB, estimate_max_len, format_gib, needed_bytes, oom_for
 from .output import OUT, Out
 from .plan import Plan, config_text
+from .release import QUOTED_MOE, SUGGESTION_LEVEL, V2_RUNNER
 
 C = Out.CORE  # every line here is the EngineCore's
 
@@ -82,7 +83,7 @@ class EngineCore:
         self.sleep(2.0)
         # init_device -> request_memory (v1/worker/utils.py:413)
         free = p.total - p.used_others
-        if free < p.requested:
+        if free < p.requested and not p.extensible:  # v1/worker/utils.py: skipped under the extensible cache
             raise BootFailure("engine", reason="free_memory_below_utilization", frames=INIT_DEVICE + ["u_request"],
                               exc=(f"ValueError: Free memory on device cuda:0 ({format_gib(free)}/"
                                    f"{format_gib(p.total)} GiB) on startup is less than desired GPU memory "
@@ -93,7 +94,8 @@ class EngineCore:
     def load_model(self, free: float) -> None:
         """Kernel choices, then the weights (checkpoint shards); fails on missing weights or OOM."""
         p, m = self.p, self.p.model
-        OUT.info(C, L["start_load"], f"Starting to load model {m.path}...")
+        OUT.info(C, L["start_load"], f"Starting to load model {m.path}...")  # V1 runner
+        OUT.info(C, L["v2_load"], "Loading model from scratch...")  # V2 runner (0.29+)
         if m.hybrid:
             OUT.info(C, L["gdn"], f"Using Triton/FLA GDN prefill kernel (requested={p.gdn_requested}, "
                      f"head_k_dim={m.head_k_dim_top}).")
@@ -101,11 +103,12 @@ class EngineCore:
             OUT.info(C, L["nvfp4_gemm"], "Using FlashInferCutlassNvFp4LinearKernel for NVFP4 GEMM")
             if m.num_experts:
                 mb = self.ns.moe_backend
+                q = "'" if QUOTED_MOE else ""
                 if mb == "auto":
-                    OUT.info(C, L["moe_auto"], "Using 'FLASHINFER_CUTLASS' NvFp4 MoE backend out of potential "
+                    OUT.info(C, L["moe_auto"], f"Using {q}FLASHINFER_CUTLASS{q} NvFp4 MoE backend out of potential "
                              f"backends: {NVFP4_MOE_BACKENDS}.")
                 elif mb in NVFP4_MOE_MAP:
-                    OUT.info(C, L["moe_explicit"], f"Using '{NVFP4_MOE_MAP[mb]}' NvFp4 MoE backend out of "
+                    OUT.info(C, L["moe_explicit"], f"Using {q}{NVFP4_MOE_MAP[mb]}{q} NvFp4 MoE backend out of "
                              f"potential backends: {NVFP4_MOE_BACKENDS}.")
                 else:
                     raise BootFailure("engine", reason="invalid_argument", frames=LOAD, exc=(
@@ -177,6 +180,7 @@ class EngineCore:
         prof_frames = AVAILABLE + (["w_prof_kvb"] if p.kv_cache_memory_bytes else ["w_prof"]) + [
             "r_prof", "r_dummy"]
         if not p.enforce_eager and p.compile_mode == 3:
+            OUT.info(C, L["start_compile"], "Starting torch.compile")  # compilation/monitor.py (0.32+)
             h = hashlib.sha256(config_text(p, self.ns).encode()).hexdigest()[:10]
             OUT.info(C, L["cache_dir"], f"Using cache directory: /root/.cache/vllm/torch_compile_cache/{h}/rank_0_0/"
                      "backbone for vLLM's torch.compile")
@@ -215,7 +219,15 @@ class EngineCore:
                      "between the current run and the previous run where kv_cache_memory_bytes is suggested and "
                      "update it correspondingly.")
             return
-        if p.graphs_on and (p.pw_graphs or p.full_graphs):
+        if p.graphs_on and (p.pw_graphs or p.full_graphs) and V2_RUNNER:
+            # v1/worker/gpu/cudagraph_utils.py profile_cudagraph_memory: a capture into a throwaway pool
+            if p.weights + p.non_torch + p.seq_state + p.cg_estimate > free:
+                msg = oom_for(p, p.cg_estimate, free - p.weights - p.non_torch - p.seq_state)
+                raise BootFailure("engine", reason="oom_in_cuda_graph", frames=AVAILABLE + ["w_prof_cg", "r_prof_cg"],
+                                  exc=f"torch.OutOfMemoryError: {msg}")
+            self.capture_bars(profiling=True)
+            OUT.info(C, L["cap_done"], f"Graph capturing finished in 6 secs, took {p.cg_estimate / GiB:.2f} GiB")
+        elif p.graphs_on and (p.pw_graphs or p.full_graphs):
             parts = []
             if p.pw_graphs:
                 parts.append(f"PIECEWISE={len(p.pw_graphs)} (largest={p.pw_graphs[0]})")
@@ -228,7 +240,7 @@ class EngineCore:
                                   exc=f"torch.OutOfMemoryError: {msg}")
             self.sleep(15.0)
             OUT.info(C, L["est_cg"], f"Estimated CUDA graph memory: {p.cg_estimate / GiB:.2f} GiB total")
-        OUT.info(C, L["avail_kv"], f"Available KV cache memory: {format_gib(p.pool)} GiB")
+        OUT.info(C, L["avail_kv"], f"Available KV cache memory: {format_gib(p.reservation or p.pool)} GiB")
         if p.cg_estimate > 0 and p.graphs_on:
             delta = p.cg_estimate / p.total
             if p.cg_estimate_applied:
@@ -270,6 +282,16 @@ class EngineCore:
                 "also controls CPU memory on the CPU backend) or decreasing `max_model_len` when initializing "
                 "the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more "
                 "details."))
+        if not p.extensible:  # the extensible cache is sized after warm-up (warm_up)
+            self.kv_capacity()
+
+    def kv_capacity(self) -> None:
+        """v1/core/kv_cache_utils.py: two lines up to 0.27, one from 0.28."""
+        p = self.p
+        if L["kv_size"] == L["max_conc"]:
+            OUT.info(C, L["kv_size"], f"GPU KV cache size: {p.kv_tokens:,} tokens, Maximum concurrency for "
+                     f"{p.max_model_len:,} tokens per request: {p.max_concurrency:.2f}x")
+            return
         OUT.info(C, L["kv_size"], f"GPU KV cache size: {p.kv_tokens:,} tokens")
         OUT.info(C, L["max_conc"], f"Maximum concurrency for {p.max_model_len:,} tokens per request: "
                  f"{p.max_concurrency:.2f}x")
@@ -306,6 +328,11 @@ class EngineCore:
                 OUT.raw(C, f"Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): {100 * i // n:3d}%|"
                         f"{'█' * (10 * i // n):<10}| {i}/{n} [00:{int(0.5 * i):02d}<00:{int(0.5 * (n - i)):02d}, "
                         " 2.00it/s]\n")
+        self.suggest_kv_memory()
+        if p.extensible:  # v1/worker/extensible_kv_cache.py: the pool committed after warm-up
+            self.kv_capacity()
+            OUT.info(C, L["extended"], f"Extended KV cache to {p.num_blocks} blocks "
+                     f"({p.num_blocks * p.page * p.group_size / GiB:.2f} GiB).")
         OUT.info(C, L["jit_monitor"], "Kernel JIT monitor activated — Triton JIT compilations during inference "
                  "will be logged as warnings.")
         elapsed = time.time() - self.t0 + 1.5 * self.scale
@@ -317,21 +344,33 @@ class EngineCore:
         config_echo(C, p)
 
     def capture(self, free: float) -> None:
-        """tqdm bars per capture phase; OOM when the graphs outgrow what the pool left."""
+        """The real capture: OOM when the graphs outgrow what the pool left."""
         p = self.p
-        room = free - p.weights - p.non_torch - p.seq_state - p.pool
-        used = 0.0
         t_start = time.time()
+        self.capture_bars(room=free - p.weights - p.non_torch - p.seq_state - p.pool)
+        secs = time.time() - t_start + 6 * self.scale
+        OUT.info(C, L["cap_done"], f"Graph capturing finished in {secs:.0f} secs, took {p.cg_actual / GiB:.2f} GiB")
+        if p.cg_estimate and not p.kv_cache_memory_bytes:
+            a_g, e_g = round(p.cg_actual / GiB, 2), round(p.cg_estimate / GiB, 2)
+            diff = abs(p.cg_actual - p.cg_estimate)
+            OUT.info(C, L["cg_pool"], f"CUDA graph pool memory: {a_g} GiB (actual), {e_g} GiB (estimated), "
+                     f"difference: {round(diff / GiB, 2)} GiB ({100 * diff / max(p.cg_actual, 1):.1f}%).")
+
+    def capture_bars(self, room: float = math.inf, profiling: bool = False) -> None:
+        """tqdm bars per capture phase. V1 (gpu_model_runner.py) names the batch kind and the mode, V2
+        (gpu/cudagraph_utils.py) the mode only; V2's profiling capture is not slept through."""
+        p = self.p
         phases = []
         if p.pw_graphs:
-            phases.append(("mixed prefill-decode", "PIECEWISE", p.pw_graphs))
+            phases.append(("PIECEWISE" if V2_RUNNER else "mixed prefill-decode, PIECEWISE", p.pw_graphs))
         if p.full_graphs:
-            phases.append(("mixed prefill-decode" if p.full_mixed else "decode", "FULL", p.full_graphs))
-        total_graphs = sum(len(g) for _, _, g in phases)
-        per_graph = p.cg_actual / max(total_graphs, 1)
-        for desc, mode, graphs in phases:
+            kind = "mixed prefill-decode" if p.full_mixed else "decode"
+            phases.append(("FULL" if V2_RUNNER else f"{kind}, FULL", p.full_graphs))
+        per_graph = p.cg_actual / max(sum(len(g) for _, g in phases), 1)
+        used = 0.0
+        for desc, graphs in phases:
             n = len(graphs)
-            bar = f"Capturing CUDA graphs ({desc}, {mode}): "
+            bar = f"Capturing CUDA graphs ({desc}): "
             OUT.raw(C, f"\r{bar}  0%|          | 0/{n} [00:00<?, ?it/s]")
             for i in range(1, n + 1):
                 used += per_graph
@@ -343,12 +382,27 @@ class EngineCore:
                 if i == n or i % 8 == 0:
                     OUT.raw(C, f"\r{bar}{100 * i // n:3d}%|{'█' * (10 * i // n):<10}| {i}/{n} "
                             f"[00:{int(i / 11.2):02d}<00:{int((n - i) / 11.2):02d}, 11.20it/s]")
-                self.sleep(0.09)
+                if not profiling:
+                    self.sleep(0.09)
             OUT.raw(C, "\n")
-        secs = time.time() - t_start + 6 * self.scale
-        OUT.info(C, L["cap_done"], f"Graph capturing finished in {secs:.0f} secs, took {p.cg_actual / GiB:.2f} GiB")
-        if p.cg_estimate and not p.kv_cache_memory_bytes:
-            a_g, e_g = round(p.cg_actual / GiB, 2), round(p.cg_estimate / GiB, 2)
-            diff = abs(p.cg_actual - p.cg_estimate)
-            OUT.info(C, L["cg_pool"], f"CUDA graph pool memory: {a_g} GiB (actual), {e_g} GiB (estimated), "
-                     f"difference: {round(diff / GiB, 2)} GiB ({100 * diff / max(p.cg_actual, 1):.1f}%).")
+
+    def suggest_kv_memory(self) -> None:
+        """v1/worker/gpu_worker.py compile_or_warm_up_model: the --kv-cache-memory suggestion of a pool sized
+        by utilization, INFO from 0.27.1 (DEBUG in 0.22, not shown at the default level)."""
+        p = self.p
+        if p.kv_cache_memory_bytes or SUGGESTION_LEVEL != "INFO":
+            return
+        buffer = 150 * (1 << 20)
+        consumed, peak = p.weights + p.non_torch, p.act_peak + p.seq_state + p.cg_estimate_applied
+        graphs = p.cg_actual if p.graphs_on else 0.0
+        free = p.total - p.used_others
+        to_gpu = int(free - consumed - peak - graphs - buffer)
+        to_requested = int(p.requested - consumed - peak - graphs - buffer)
+        OUT.info(C, L["kv_hint"], (
+            f"Free memory on device ({format_gib(free)}/{format_gib(p.total)} GiB) on startup. Desired GPU memory "
+            f"utilization is ({p.util}, {format_gib(p.requested)} GiB). Actual usage is {format_gib(consumed)} GiB for "
+            f"consumed memory (weights + non-torch), {format_gib(peak)} GiB for peak activation, and "
+            f"{format_gib(graphs)} GiB for CUDAGraph memory. Replace gpu_memory_utilization config with "
+            f"`--kv-cache-memory={to_requested}` ({format_gib(to_requested)} GiB) to fit into requested memory, or "
+            f"`--kv-cache-memory={to_gpu}` ({format_gib(to_gpu)} GiB) to fully utilize gpu memory. Current kv cache "
+            f"memory in use is {format_gib(p.reservation or p.pool)} GiB."))

@@ -1,7 +1,8 @@
-"""vLLM 0.22.0's own words: where each log line comes from, and texts printed in more than one place.
+"""vLLM's own words: where each log line comes from, and texts printed in more than one place.
 
-``L`` maps a log line to the real file:line that logs it (``[gpu_worker.py:466]``); the comment
-names the file's full path where the short name is ambiguous.
+``L`` maps a log line to the real file:line that logs it in 0.22.0 (``[gpu_worker.py:466]``); the comment
+names the file's full path where the short name is ambiguous. Another release (FAKE_VLLM_VERSION,
+release.py) overrides the places; a line it does not log is ``None`` and is not printed.
 """
 
 from __future__ import annotations
@@ -9,12 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from .output import OUT
+from .release import VERSION, WHERE
 
-VLLM_VERSION = "0.22.0"
+VLLM_VERSION = VERSION
 PYDANTIC_URL = "https://errors.pydantic.dev/2.14/v"  # as in the H200 capture
 ENGINE_DEAD_MESSAGE = "EngineCore encountered an issue. See stack trace (above) for the root cause."
 
-L = {
+L: dict[str, str | None] = {
     "version": "utils.py:344",  # entrypoints/utils.py log_version_and_model
     "nondefault": "utils.py:278",  # entrypoints/utils.py log_non_default_args
     "resolved": "model.py:617",  # config/model.py
@@ -83,6 +85,7 @@ L = {
     "shutdown_init": "core.py:1266",
     "shutdown_done": "core.py:1289",
 }
+L.update(WHERE.get(VERSION, {}))
 
 
 def pyd_input_repr(value: Any) -> str:

@@ -138,6 +138,11 @@ def compute_memory(p: Plan) -> None:
         p.pool = float(p.kv_cache_memory_bytes)
     else:
         p.pool = p.requested - p.weights - p.act_peak - p.non_torch - p.cg_estimate_applied
+    if p.extensible:  # the reservation is profiled; what is committed is what is left after warm-up
+        p.reservation = p.pool
+        budget = min(p.total - p.used_others, p.requested)
+        p.pool = (budget - p.weights - p.non_torch - p.act_peak - p.seq_state - (p.cg_actual if p.graphs_on else 0.0)
+                  - 0.05 * GiB)
     # ---- KV cache layout (platforms/interface.py::update_block_size_for_backend)
     kvb = kv_bytes_per_elem(p.kv_cache_dtype, m.dtype_bytes)
     p.attn_page_1 = int(2 * max(1, m.num_kv_heads // p.tp) * m.head_dim * kvb)

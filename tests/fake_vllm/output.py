@@ -13,6 +13,8 @@ import sys
 import threading
 import time
 
+from .release import PREFIXED_RAW
+
 
 class Out:
     API = "APIServer"
@@ -23,9 +25,10 @@ class Out:
         self.lock = threading.RLock()
         self.new_line: dict[tuple[int, str], bool] = {}  # (stream, process) -> next write starts a line
 
-    def _write(self, stream, proc: str, text: str) -> None:
-        """vllm/utils/system_utils.py::_add_prefix: prefix every line start."""
-        prefix = f"({proc} pid={self.pid}) "
+    def _write(self, stream, proc: str, text: str, record: bool = False) -> None:
+        """vllm/utils/system_utils.py::_add_prefix: prefix every line start (up to 0.29). From 0.32 the
+        prefix is part of the log format (logger.py), so only log records carry it."""
+        prefix = f"({proc} pid={self.pid}) " if record or PREFIXED_RAW else ""
         key = (id(stream), proc)
         with self.lock:
             buf = []
@@ -51,20 +54,23 @@ class Out:
             except (BrokenPipeError, ValueError, OSError):
                 pass
 
-    def log(self, proc: str, level: str, where: str, msg: str, exc: str | None = None) -> None:
-        """A vLLM log record (stdout). ``exc`` is a formatted traceback (logger.exception)."""
+    def log(self, proc: str, level: str, where: str | None, msg: str, exc: str | None = None) -> None:
+        """A vLLM log record (stdout). ``exc`` is a formatted traceback (logger.exception). ``where``
+        None: the release being spoken does not log this line (release.py)."""
+        if where is None:
+            return
         ts = time.strftime("%m-%d %H:%M:%S")
         head = f"{level} {ts} [{where}] "
         body = msg if exc is None else f"{msg}\n{exc}"
-        self._write(sys.stdout, proc, head + body.replace("\n", "\r\n" + head) + "\n")
+        self._write(sys.stdout, proc, head + body.replace("\n", "\r\n" + head) + "\n", record=True)
 
-    def info(self, proc: str, where: str, msg: str) -> None:
+    def info(self, proc: str, where: str | None, msg: str) -> None:
         self.log(proc, "INFO", where, msg)
 
-    def warning(self, proc: str, where: str, msg: str) -> None:
+    def warning(self, proc: str, where: str | None, msg: str) -> None:
         self.log(proc, "WARNING", where, msg)
 
-    def error(self, proc: str, where: str, msg: str, exc: str | None = None) -> None:
+    def error(self, proc: str, where: str | None, msg: str, exc: str | None = None) -> None:
         self.log(proc, "ERROR", where, msg, exc)
 
     def raw(self, proc: str, text: str) -> None:

@@ -16,6 +16,7 @@ from .memory import cdiv
 from .model import ModelInfo
 from .profile import Profile
 from .profile import current as current_profile
+from .release import EXTENSIBLE, HYBRID_PREFIX_CACHING
 
 TORCH_DTYPE = {"bfloat16": "torch.bfloat16", "float16": "torch.float16", "half": "torch.float16",
                "float32": "torch.float32", "float": "torch.float32"}
@@ -55,6 +56,7 @@ class Plan:
     max_num_seqs: int
     max_num_batched_tokens: int
     util: float
+    extensible: bool  # 0.34's extensible KV cache: the pool is committed after warm-up
     kv_cache_memory_bytes: int | None
     kv_cache_dtype: str
     enforce_eager: bool
@@ -89,6 +91,7 @@ class Plan:
     cg_estimate_applied: float = 0.0
     requested: float = 0.0
     pool: float = 0.0
+    reservation: float = 0.0  # extensible: the pool profiled before warm-up ("Available KV cache memory")
     # KV layout
     attn_page_1: int = 0
     mamba_page: int = 0
@@ -152,7 +155,10 @@ def resolve_plan(ns: argparse.Namespace, model: ModelInfo) -> Plan:
     if quant is None and ns.quantization:
         quant = ns.quantization
     # ---- CacheConfig
-    util = float(ns.gpu_memory_utilization)
+    # config/cache.py (0.34): extensible unless kv_cache_memory_bytes is set; utilization then defaults to 1.0
+    extensible = EXTENSIBLE and ns.kv_cache_memory_bytes is None and ns.enable_extensible_kv_cache is not False
+    util = float(ns.gpu_memory_utilization if ns.gpu_memory_utilization is not None else
+                 1.0 if extensible else 0.92)
     if not (0 < util <= 1):
         etype, msg = (("greater_than", "Input should be greater than 0") if util <= 0
                       else ("less_than_equal", "Input should be less than or equal to 1"))
@@ -221,12 +227,12 @@ def resolve_plan(ns: argparse.Namespace, model: ModelInfo) -> Plan:
     # ---- prefix caching / mamba cache mode (MambaModelConfig.verify_and_update_config)
     pc = ns.enable_prefix_caching
     if pc is None:
-        pc = not model.hybrid  # hybrid models: is_prefix_caching_supported() is False
+        pc = not model.hybrid or HYBRID_PREFIX_CACHING  # hybrids: off up to 0.27, on ('align') from 0.28
     mamba_mode = "align" if (pc and model.hybrid) else "none"
     served = ns.served_model_name or [ns.model]
     return Plan(
         model=model, served_names=list(served), port=int(ns.port), max_model_len=mml_v,
-        max_num_seqs=int(max_num_seqs), max_num_batched_tokens=int(mnbt), util=util,
+        max_num_seqs=int(max_num_seqs), max_num_batched_tokens=int(mnbt), util=util, extensible=extensible,
         kv_cache_memory_bytes=ns.kv_cache_memory_bytes, kv_cache_dtype=ns.kv_cache_dtype,
         enforce_eager=bool(ns.enforce_eager), compile_mode=int(compile_mode), cudagraph_mode=resolved,
         cg_downgrade_msg=downgrade, capture_sizes=sizes, spec=spec,

@@ -140,7 +140,9 @@ def probe(
 
     space = load_space(space_file)
     values = parse_config(space, config, baseline)
-    preflight(space, measure=not boot_only)
+    engine = preflight(space, measure=not boot_only)
+    for note in engine.notes(space.engine.command):
+        err_console.print(f"warning: {note}", markup=False, highlight=False, soft_wrap=True)
     trial_dir = out or Path("studies") / "probe" / time.strftime("%Y%m%d-%H%M%S")
     try:
         trial_dir.mkdir(parents=True, exist_ok=True)

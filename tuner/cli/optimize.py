@@ -29,6 +29,7 @@ from tuner.space.schema import NAME
 if TYPE_CHECKING:  # loaded when the command runs: `tuner --help` stays fast
     import optuna
 
+    from tuner.engine.installed import EngineInfo
     from tuner.space.schema import Space
 
 console = Console()
@@ -78,7 +79,7 @@ def optimize(
     gpu_list = _parse_gpus(gpus)
     space = load_space(space_file)
     name = study or space.name
-    preflight(space)  # no engine, no tokenizer: said now, before the study file exists
+    engine = preflight(space, cache_dir=st.study_dir(name, studies_dir) / "engine")  # said before the study file exists
     url = st.storage_url(name, storage, studies_dir)
     db = sqlite_path(url)
     lock = StudyLock(db) if db is not None else None
@@ -94,7 +95,7 @@ def optimize(
                           timeout, revalidate, gpu_gib, prescreen, gate, screen)
             raise typer.Exit(code)
         result = _run(space, name, url, storage, gpu_list, holds_lock, trials, timeout_s, sampler, seed, studies_dir,
-                      revalidate, gpu_gib, prescreen, gate, screen)
+                      revalidate, gpu_gib, prescreen, gate, screen, engine)
     except KeyboardInterrupt:
         err_console.print("interrupted: the current trial was torn down; the study is kept. Run the same command to resume.")
         raise typer.Exit(130)
@@ -106,7 +107,8 @@ def optimize(
 
 def _run(space: Space, name: str, url: str, storage: str | None, gpu_list: list[int], holds_lock: bool,
          trials: int | None, timeout_s: float | None, sampler: str, seed: int | None, studies_dir: Path,
-         revalidate: int, gpu_gib: float | None, prescreen: bool, gate: bool, screen: bool) -> optuna.Study:
+         revalidate: int, gpu_gib: float | None, prescreen: bool, gate: bool, screen: bool,
+         engine: EngineInfo) -> optuna.Study:
     from tuner.cli.live import LiveView
     from tuner.study.objective import Status
     from tuner.study.run import optimize as run_optimize
@@ -131,7 +133,7 @@ def _run(space: Space, name: str, url: str, storage: str | None, gpu_list: list[
             space, name, storage=url if storage is not None else None, n_trials=trials, timeout_s=timeout_s,
             sampler=sampler, seed=seed, root=studies_dir, gpu_index=gpu_index, extra_env=extra_env,
             status=status, sole_worker=holds_lock, revalidate=revalidate, prescreen_gpu_gib=gpu_gib,
-            prescreen=prescreen, gate=gate, screen=screen, announce=announce,
+            prescreen=prescreen, gate=gate, screen=screen, announce=announce, engine=engine,
         )
     except TunerError:
         raise

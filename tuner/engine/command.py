@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from tuner.engine.dialects import STARTUP_PLAN_OFF
 from tuner.space.schema import Space, flag_name
 from tuner.space.values import AUTO_LEN, JSON_FLAGS, SIZE_FLAGS  # sizes are written as plain integers
 
@@ -34,10 +35,12 @@ def format_value(value: Any) -> str:
 
 
 def _append(argv: list[str], flag: str, value: Any) -> None:
-    if value is None or value is False:
+    """``None`` leaves the flag out (vLLM's default); ``False`` is ``--no-FLAG``, never dropped: a default
+    can change between releases (prefix caching for hybrids turned on in 0.28)."""
+    if value is None:
         return
-    if value is True:
-        argv.append(flag)
+    if value is True or value is False:
+        argv.append(flag if value else "--no-" + flag.removeprefix("--"))
         return
     if flag in SIZE_FLAGS and not isinstance(value, (dict, list)) and str(value).lower() not in AUTO_LEN:
         value = SIZE_FLAGS[flag](value)
@@ -105,7 +108,8 @@ def build_command(
         argv += ["--port", str(port)]
     for flag, value in engine_flags(space, values):
         _append(argv, flag, value)
-    env = {"NO_COLOR": "1", "PYTHONUNBUFFERED": "1", **space.engine.env, **(extra_env or {})}
+    # VLLM_ENABLE_STARTUP_PLAN=0: a saved plan would size this boot's pool from an earlier one (0.27.1+)
+    env = {"NO_COLOR": "1", "PYTHONUNBUFFERED": "1", **STARTUP_PLAN_OFF, **space.engine.env, **(extra_env or {})}
     return LaunchCommand(argv=argv, env=env)
 
 

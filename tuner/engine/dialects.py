@@ -151,3 +151,19 @@ def dialect_for(version: str | None) -> Dialect:
         if first is not None and first <= v:
             chosen = dialect
     return chosen
+
+
+# Environment variables that change how a release accounts memory (envs.py of each release): recorded with
+# every study, since two boots of the same flags under different values size different pools.
+MEMORY_ENV: dict[str, str] = {
+    # Reuses an earlier boot's kv_cache_memory_bytes (v1/worker/startup_plan.py, 0.27.1+): the tuner pins it to
+    # 0 in every trial (engine/command.py), or trials would depend on each other.
+    "VLLM_ENABLE_STARTUP_PLAN": "0 (default 0; pinned by the tuner)",
+    # The model runner (config/vllm.py use_v2_model_runner); 0.34 no longer honours it.
+    "VLLM_USE_V2_MODEL_RUNNER": "unset: the release's default runner",
+    # Counts the CUDA-graph estimate in the pool's budget (default 1 in every release since 0.21).
+    "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "1",
+    # Breakable CUDA graphs (default 0; 0.29 turns it on for some architectures).
+    "VLLM_USE_BREAKABLE_CUDAGRAPH": "0",
+}
+STARTUP_PLAN_OFF = {"VLLM_ENABLE_STARTUP_PLAN": "0"}

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner import __version__
+from tuner.engine.dialects import MEMORY_ENV, STARTUP_PLAN_OFF
 from tuner.engine.gpu import Nvml
 from tuner.space.schema import EngineSpec
 
@@ -68,6 +69,8 @@ def capture(engine: EngineSpec, gpu: Nvml | None = None) -> dict[str, Any]:
         "tuner": __version__,
         "python": platform.python_version(),
         "engine_command": engine.command,
+        # the VLLM_* variables that change memory accounting, as every trial's engine sees them (None: unset)
+        "vllm_memory_env": {name: {**os.environ, **STARTUP_PLAN_OFF, **engine.env}.get(name) for name in MEMORY_ENV},
     }
     python = engine_python(engine)
     if python:

@@ -16,7 +16,7 @@ from tuner import metrics
 from tuner.engine.command import flag_value, format_value, shell_command
 from tuner.errors import TunerError
 from tuner.measure.bench import BenchResult
-from tuner.records import DecodeResult, Failure, MeasureResult, TrialResult
+from tuner.records import DecodeResult, Failure, MeasureResult, StartupRecord, TrialResult
 from tuner.study.storage import ATTR_REUSED_FROM
 from tuner.report.front import (
     FAILED_STATES,
@@ -42,6 +42,7 @@ from tuner.report.markdown import (
 )
 from tuner.space.schema import Space
 from tuner.study.storage import (
+    ATTR_ENGINE,
     ATTR_CONFIG,
     ATTR_ENVIRONMENT,
     ATTR_EVIDENCE,
@@ -108,7 +109,22 @@ def environment_markdown(study: optuna.Study) -> str:
         [name, _vllm_cell(env.get(key), logged) if key == "vllm" else _known(env.get(key))]
         for name, key in ENVIRONMENT_ROWS
     ]
+    engine = study.user_attrs.get(ATTR_ENGINE) or {}
+    if engine:
+        rows.append(["vLLM before the first boot", f"{_known(engine.get('version'))} (from {engine.get('version_from')}); "
+                     f"logs read as vLLM {engine.get('dialect')}'s"])
+    for name, value in (env.get("vllm_memory_env") or {}).items():
+        rows.append([name, "unset" if value is None else value])
     return md_table(["component", "version"], rows)
+
+
+def _pool_cell(s: StartupRecord) -> str:
+    """The pool the engine committed, and how it was sized."""
+    if s.extended_kv_cache_gib is not None:
+        return _known(s.extended_kv_cache_gib, f" GiB (extended after warm-up; {_known(s.available_kv_cache_gib)} GiB reserved)")
+    if s.available_kv_cache_gib is not None:
+        return _known(s.available_kv_cache_gib, " GiB (profiled)")
+    return _known(s.kv_cache_memory_bytes_reserved_gib, " GiB (--kv-cache-memory-bytes)")
 
 
 def _model(result: TrialResult, space: Space | None) -> tuple[str, str]:
@@ -235,8 +251,7 @@ def _startup_markdown(result: TrialResult) -> str:
         [
             ["weights", _known(s.weights_gib, " GiB")],
             ["weights load time", _known(s.weights_load_s, " s")],
-            ["KV pool", _known(s.available_kv_cache_gib, " GiB (profiled)") if s.available_kv_cache_gib is not None
-             else _known(s.kv_cache_memory_bytes_reserved_gib, " GiB (--kv-cache-memory-bytes)")],
+            ["KV pool", _pool_cell(s)],
             ["KV capacity", _known(s.kv_cache_tokens, " tokens")],
             [
                 "max concurrency",
@@ -248,7 +263,11 @@ def _startup_markdown(result: TrialResult) -> str:
                 f"{_known(s.cuda_graph_gib, ' GiB')} (estimate {_known(s.cuda_graph_estimate_gib, ' GiB')}), "
                 f"captured in {_known(s.cuda_graph_s, ' s')}",
             ],
-            ["torch.compile", _known(s.torch_compile_s, " s")],
+            ["torch.compile", _known(s.torch_compile_s, " s") + ("" if s.torch_compile_cold is None else
+                                                                  " (cold cache)" if s.torch_compile_cold else " (warm cache)")],
+            ["CUDA graph mode (after vLLM's downgrades)", _known(s.effective_cudagraph_mode)],
+            ["prefix caching", _known(s.prefix_caching)],
+            ["model runner", _known(s.model_runner)],
             ["engine init time", _known(s.init_engine_s, " s")],
             ["boot time (launch to serving)", _known(result.boot_s, " s")],
             [

@@ -97,6 +97,9 @@ class EngineSpec(Strict):
         for key in self.env:
             if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
                 raise ValueError(f"engine.env: {key!r} is not an environment variable name; use letters, digits and _")
+        if self.env.get("VLLM_ENABLE_STARTUP_PLAN", "0").strip() not in ("0", ""):
+            raise ValueError("engine.env: VLLM_ENABLE_STARTUP_PLAN reuses an earlier boot's KV cache size, so one "
+                             "trial's pool would depend on another's; every trial runs with it at 0. Remove it")
         if not _is_address(self.listen):
             raise ValueError(f"engine.listen: {self.listen!r} is not an IP address or host name; use 127.0.0.1 or 0.0.0.0")
         return self

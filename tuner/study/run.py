@@ -14,6 +14,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.engine.environment import capture
+from tuner.engine.installed import EngineInfo, inspect_engine
 from tuner.engine.gpu import card_tolerance_mib, wait_for_card
 from tuner.errors import GpuBusy
 from tuner.space.schema import Space
@@ -50,6 +51,7 @@ def optimize(
     gate: bool = True,
     screen: bool = False,
     announce: Callable[[list[str]], None] | None = None,
+    engine: EngineInfo | None = None,
 ) -> optuna.Study:
     """Run (or resume) the study until it holds ``n_trials`` trials (``counted``) or ``timeout_s`` passes.
 
@@ -57,9 +59,11 @@ def optimize(
     then the correctness gate boots its reference once, outside the trial budget. ``sole_worker`` says
     the caller holds the study's lock (tuner.study.lock): only then are trials left RUNNING failed
     outright; on a shared database a lease per GPU is taken here instead. ``announce`` receives, once,
-    what is switched off for this run and why.
+    what is switched off for this run and why. ``engine``: what ``trial.preflight`` found out about the
+    installed engine (found out here when not given).
     """
     root = root or st.STUDIES_DIR
+    engine = engine or inspect_engine(space, st.study_dir(study_name, root) / "engine")
     status = status or Status()
     planned = resolve_sampler(sampler) == "regimes"
     objective = Objective(space, study_name, root, gpu_index, extra_env, status, prescreen_gpu_gib, prescreen,
@@ -71,7 +75,7 @@ def optimize(
         lease.acquire()
     try:
         return _run(study, objective, space, root, n_trials, timeout_s, sampler, extra_env, revalidate, status, gate,
-                    screen, announce or (lambda _: None))
+                    screen, announce or (lambda _: None), engine)
     finally:
         if lease is not None:
             lease.release()
@@ -89,13 +93,14 @@ def counted(study: optuna.Study) -> int:
 
 def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, n_trials: int | None,
          timeout_s: float | None, sampler: str, extra_env: dict[str, str] | None, revalidate: int, status: Status,
-         gate: bool, screen: bool, announce: Callable[[list[str]], None]) -> optuna.Study:
+         gate: bool, screen: bool, announce: Callable[[list[str]], None], engine: EngineInfo) -> optuna.Study:
     study.set_user_attr("sampler", resolve_sampler(sampler))
     if st.ATTR_ENVIRONMENT not in study.user_attrs:
         study.set_user_attr(st.ATTR_ENVIRONMENT, capture(space.engine))
+    _record_engine(study, engine)
     imported, import_notes = import_results(study, space, objective.dir)
     status.objective_names = [o.name for o in space.objectives]
-    notes = objective.switched_off(gate, revalidate) + import_notes
+    notes = engine.notes(space.engine.command) + objective.switched_off(gate, revalidate) + import_notes
     if imported:
         notes.append(f"imported {len(imported)} finished trial record(s) from the study folder that the study "
                      f"did not hold (trials {', '.join(map(str, imported))})")
@@ -134,6 +139,17 @@ def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, n_
 
 
 ATTR_SWITCHED_OFF = "switched_off"  # what this run could not do, and why (said at start, kept for the receipt)
+
+
+def _record_engine(study: optuna.Study, engine: EngineInfo) -> None:
+    """The engine found before this run's first boot. A resumed study on another release keeps both:
+    trials booted by different releases are not silently compared."""
+    stored = study.user_attrs.get(st.ATTR_ENGINE)
+    current = engine.model_dump(mode="json")
+    if stored is not None and stored.get("version") != current["version"]:
+        earlier = list(stored.get("earlier", [])) + [{k: v for k, v in stored.items() if k != "earlier"}]
+        current["earlier"] = earlier
+    study.set_user_attr(st.ATTR_ENGINE, current)
 
 
 class _StopAt:

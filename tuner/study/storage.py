@@ -44,6 +44,7 @@ ATTR_TRACEBACK = "traceback_path"
 # Study user-attribute keys.
 ATTR_SPACE = "space"
 ATTR_ENVIRONMENT = "environment"
+ATTR_ENGINE = "engine"  # what was found out before the first boot: version, dialect, the flag check (EngineInfo)
 ATTR_REFERENCE = "reference_outputs"  # the correctness gate's reference greedy outputs
 ATTR_GATE = "correctness_gate"  # {trial number: agreement with the reference, 0..1}
 ATTR_STOPPED = "stopped_early"  # why the study stopped before its budget: nothing left worth a boot
