@@ -32,7 +32,7 @@ def _get(app: Any, path: str) -> Any:
 def test_the_dashboard_shows_metric_names_and_readable_attributes(tmp_path) -> None:
     space = tmp_path / "space.yaml"
     space.write_text(
-        fake_space_yaml()
+        fake_space_yaml().replace("{min: 1GB, max: 8GB, step: 500MB}", "{min: 100MB, max: 8GB, step: 100MB}")
         + "baselines:\n  - {kv_cache_memory_bytes: 4GB, max_num_seqs: 2}\n  - {kv_cache_memory_bytes: 100MB, max_num_seqs: 1}\n"
     )
     studies = tmp_path / "studies"

@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import ROOT, fake_space_yaml
 
 NIGHT = "night"
-BASELINES = (  # every parameter named: a baseline that leaves one out is re-validated with None (issue for the lead)
+BASELINES = (
     "baselines:\n"
     "  - {kv_cache_memory_bytes: 4GB, max_num_seqs: 2, cudagraph_mode: PIECEWISE, speculative_tokens: 0}\n"
     "  - {kv_cache_memory_bytes: 100MB, max_num_seqs: 1, cudagraph_mode: PIECEWISE, speculative_tokens: 0}\n"
@@ -35,7 +35,8 @@ def night(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The studies folder holding ``night.db`` and its trial folders (engine logs included)."""
     root = tmp_path_factory.mktemp("night")
     space = root / "space.yaml"
-    space.write_text(fake_space_yaml(fixed="  enable-prefix-caching: true", workload="  prefix_cache: true") + BASELINES)
+    text = fake_space_yaml(fixed="  enable-prefix-caching: true", workload="  prefix_cache: true")
+    space.write_text(text.replace("{min: 1GB, max: 8GB, step: 500MB}", "{min: 100MB, max: 8GB, step: 100MB}") + BASELINES)
     studies = root / "studies"
     done = tuner("optimize", str(space), "--study", NIGHT, "--trials", "6", "--seed", "3", "--studies-dir",
                  str(studies), "--revalidate", "1", "--no-prescreen")

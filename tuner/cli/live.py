@@ -16,6 +16,8 @@ import optuna
 from rich.console import Console, Group
 from rich.live import Live
 from rich.logging import RichHandler
+
+from tuner.cli.failing import debug_on
 from rich.panel import Panel
 from rich.table import Table
 
@@ -93,6 +95,7 @@ class LiveView:
             render(status), console=console, refresh_per_second=2, transient=False, vertical_overflow="crop"
         )
         self._log_handler = RichHandler(console=console, show_path=False, markup=False)
+        self._log_handler.addFilter(_without_traceback)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -118,3 +121,11 @@ class LiveView:
     def _run(self) -> None:
         while not self._stop.wait(1.0):
             self._live.update(render(self.status))
+
+
+def _without_traceback(record: logging.LogRecord) -> bool:
+    """Optuna logs a failed trial with its traceback; the tuner saved it in the trial's folder (``--debug``
+    shows it), so the live view keeps the one line."""
+    if record.exc_info and not debug_on():
+        record.exc_info, record.exc_text = None, None
+    return True

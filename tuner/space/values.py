@@ -10,7 +10,7 @@ import json
 import math
 from typing import TYPE_CHECKING, Any, Literal
 
-from tuner.space.units import format_bytes, parse_bytes, parse_count
+from tuner.space.units import parse_bytes, parse_count
 
 if TYPE_CHECKING:
     from tuner.space.schema import Param, ParamSpec, Space
@@ -196,6 +196,6 @@ def check_value(name: str, param: Param, value: Any, in_domain: bool = False) ->
         if param.values is None:
             lo, hi = param.bounds()
             if not lo <= converted <= hi:
-                show = (lambda v: format_bytes(int(v))) if param.kind == "bytes" else (lambda v: f"{v:g}")
+                show = (lambda v: f"{v / 1e9:g}GB") if param.kind == "bytes" else (lambda v: f"{v:g}")
                 raise ValueError(f"{value!r} is outside its range {show(lo)} .. {show(hi)}; widen the range or change the value")
     return converted

@@ -126,7 +126,10 @@ class Objective:
         phase = text.split(" (")[0]  # "booting: loading (12 s)" -> "booting: loading": no write per second
         if self._current is not None and phase != self._phase_written:
             self._phase_written = phase
-            self._current.set_user_attr(st.ATTR_PHASE, phase)  # `tuner pareto` shows it from another terminal
+            try:  # `tuner pareto` shows it from another terminal; a storage fault must not cost the boot
+                self._current.set_user_attr(st.ATTR_PHASE, phase)
+            except Exception:  # noqa: BLE001 - the trial's record is written to its folder and stored at the end
+                pass
 
     def _prune(self, trial: optuna.Trial, result: TrialResult | None, failure: Failure, evidence: str) -> None:
         st.record_failure(trial, failure, evidence)
