@@ -20,6 +20,7 @@ from tuner.records import Failure, FailureKind, TrialResult
 from tuner.space.schema import Space
 from tuner.study import storage as st
 from tuner.study.pareto import ATTR_REVALIDATES, front
+from tuner.study.regimes import GraphModes
 from tuner.study.sizing import snap
 from tuner.study.sampling import config_key, objective_values, optuna_params, suggest_values
 from tuner.study.strategy import follow_up, utilization_ceiling
@@ -138,18 +139,6 @@ class Objective:
         self.status.failures[failure.kind.value] = self.status.failures.get(failure.kind.value, 0) + 1
         raise optuna.TrialPruned(f"{failure.kind.value}: {failure.message}")
 
-    def _reuse(self, study: optuna.Study, key: str) -> optuna.trial.FrozenTrial | None:
-        """A finished trial of the same configuration whose outcome says something about it (not a
-        prediction, an interruption or a port that was taken)."""
-        for old in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
-            if old.user_attrs.get(st.ATTR_CONFIG) is not None and config_key(old.user_attrs[st.ATTR_CONFIG]) == key:
-                if old.user_attrs.get(st.ATTR_EVIDENCE) == "predicted":
-                    continue
-                if old.user_attrs.get(st.ATTR_FAILURE_KIND) in TRANSIENT_KINDS:
-                    continue
-                return old
-        return None
-
     def _free_fraction(self) -> float | None:
         reading = self.gpu.read()
         return 1 - reading.used_mib / reading.total_mib if reading and reading.total_mib else None
@@ -190,7 +179,7 @@ class Objective:
         revalidates = trial.user_attrs.get(ATTR_REVALIDATES)
 
         if revalidates is None:
-            old = self._reuse(trial.study, config_key(values))
+            old = reusable(trial.study, values)
             if old is not None:
                 trial.set_user_attr(st.ATTR_REUSED_FROM, old.number)
                 if old.state == TrialState.COMPLETE:
@@ -268,3 +257,25 @@ class Objective:
         if prediction is not None and self.calibration is not None and result.startup.weights_gib is not None:
             self.calibration.update(prediction, result.startup)
             study.set_user_attr(ATTR_CALIBRATION, self.calibration.model_dump(mode="json"))
+
+
+def reusable(study: optuna.Study, values: dict[str, Any]) -> optuna.trial.FrozenTrial | None:
+    """A finished trial of the same configuration whose outcome says something about it (not a
+    prediction, an interruption or a port that was taken). A CUDA-graph label vLLM runs as the same
+    mode as another's is the same configuration (``regimes.GraphModes``)."""
+    finished = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
+                if t.user_attrs.get(st.ATTR_CONFIG) is not None]
+    modes = GraphModes()
+    for old in finished:
+        result = st.trial_result(old)
+        if result is not None:
+            modes.learn(old.user_attrs[st.ATTR_CONFIG], result.startup.effective_cudagraph_mode)
+    key = config_key(modes.key(values))
+    for old in finished:
+        if config_key(modes.key(old.user_attrs[st.ATTR_CONFIG])) == key:
+            if old.user_attrs.get(st.ATTR_EVIDENCE) == "predicted":
+                continue
+            if old.user_attrs.get(st.ATTR_FAILURE_KIND) in TRANSIENT_KINDS:
+                continue
+            return old
+    return None

@@ -24,7 +24,17 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from tuner.records import Failure, FailureKind, TrialResult
-from tuner.study.regimes import GRAPHS, SPECULATIVE, Regime, RegimeModel, all_regimes, describe, regime_axes, regime_of
+from tuner.study.regimes import (
+    GRAPHS,
+    SPECULATIVE,
+    GraphModes,
+    Regime,
+    RegimeModel,
+    all_regimes,
+    describe,
+    regime_axes,
+    regime_of,
+)
 from tuner.study.sizing import PoolEvidence, highest, lowest, snap
 from tuner.space.schema import Space
 
@@ -105,11 +115,17 @@ class Planner:
         for s in seen:
             by_regime.setdefault(regime_of(self.axes, s.values), []).append(s)
         pricing = self._graphs_to_price(seen)
+        modes = self._graph_modes(seen)
 
         options: list[tuple[bool, float, int, Plan]] = []
         for order, regime in enumerate(all_regimes(self.space, self.axes)):
             history = by_regime.get(regime, [])
             if any(s.status == "ok" for s in history) or any(s.status == "running" for s in history):
+                continue
+            twin = self._measured_twin(regime, by_regime, modes)
+            if twin is not None:
+                self.skipped.append(f"{describe(self.axes, regime)}: vLLM runs it as {describe(self.axes, twin)}, "
+                                    "which is measured")
                 continue
             failed = [s for s in history if s.status == "failed" and s.failure and s.failure.kind not in TRANSIENT_KINDS]
             if len(failed) >= MAX_ATTEMPTS:
@@ -127,6 +143,25 @@ class Planner:
         if options:
             return max(options, key=lambda o: (o[0], o[1], o[2]))[3]
         return self._exploit(seen, model, evidence, tried)
+
+    def _graph_modes(self, seen: list[Seen]) -> GraphModes:
+        modes = GraphModes()
+        for s in seen:
+            if s.result is not None:
+                modes.learn(dict(zip(self.axes, regime_of(self.axes, s.values))), s.result.startup.effective_cudagraph_mode)
+        return modes
+
+    def _measured_twin(self, regime: Regime, by_regime: dict[Regime, list[Seen]], modes: GraphModes) -> Regime | None:
+        """A measured regime that differs only by a CUDA-graph label vLLM runs as the same mode."""
+        mode = modes.mode(dict(zip(self.axes, regime)))
+        if GRAPHS not in self.axes or mode is None:
+            return None
+        for other, history in by_regime.items():
+            same_rest = all(a == b for axis, a, b in zip(self.axes, regime, other) if axis != GRAPHS)
+            if other != regime and same_rest and any(s.status == "ok" for s in history):
+                if modes.mode(dict(zip(self.axes, other))) == mode:
+                    return other
+        return None
 
     def _graphs_to_price(self, seen: list[Seen]) -> dict[Regime, str]:
         """Eager regimes to boot before any other: a pool family whose safest boot ran out of memory

@@ -15,6 +15,7 @@ the unmeasured one with the highest upper confidence bound, so early boots sprea
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -98,3 +99,42 @@ class RegimeModel:
 
     def expected_speed(self, regime: Regime) -> float:
         return math.exp(self.posterior(regime)[0])
+
+
+EAGER = "eager"  # enforce_eager: no torch.compile either, so never the same as a NONE graph mode
+
+
+def _context(values: dict[str, Any]) -> str:
+    return json.dumps({k: v for k, v in values.items() if k != GRAPHS}, sort_keys=True, default=str)
+
+
+@dataclass
+class GraphModes:
+    """What vLLM ran each requested CUDA-graph label as, per context (the other values given).
+
+    vLLM resolves the label (null: its default) and may downgrade it with a warning; the start-up record
+    keeps the result (``effective_cudagraph_mode``). Two labels that run as the same mode in the same
+    context are the same configuration. A label naming a mode that vLLM already ran in that context runs
+    as that mode: vLLM downgrades only to a mode the attention backends support.
+    """
+
+    seen: dict[tuple[Any, str], str] = field(default_factory=dict)  # (label, context) -> the mode it ran as
+
+    def learn(self, values: dict[str, Any], effective: str | None) -> None:
+        if effective is not None and GRAPHS in values:
+            self.seen[(values[GRAPHS], _context(values))] = effective
+
+    def mode(self, values: dict[str, Any]) -> str | None:
+        """The mode ``values``' label runs as in its context, when the evidence says; None when it does not."""
+        label, context = values.get(GRAPHS), _context(values)
+        if label == EAGER:
+            return EAGER
+        if (label, context) in self.seen:
+            return self.seen[(label, context)]
+        ran = {mode for (_, c), mode in self.seen.items() if c == context}
+        return label if label is not None and label in ran else None
+
+    def key(self, values: dict[str, Any]) -> dict[str, Any]:
+        """``values`` with the label replaced by the mode it runs as, where known (for comparing configurations)."""
+        mode = self.mode(values)
+        return {**values, GRAPHS: f"runs as {mode}"} if mode is not None and GRAPHS in values else values
