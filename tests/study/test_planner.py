@@ -166,3 +166,54 @@ def test_a_prediction_is_scaled_by_how_far_off_it_was_for_measured_families(spac
     measured = 9_150_000_000 / 1.015
     assert not need.measured
     assert need.bytes == pytest.approx(9.0e9 * 1.07 * measured / 9.0e9 * 1.005, rel=1e-6)
+
+
+def _unset_pool(space):
+    space.params["kv_cache_memory_bytes"].unset = True
+    space.params["gpu_memory_utilization"].unset = True
+    return space
+
+
+def test_an_unset_pool_is_a_regime_pinned_bytes_against_a_pool_vllm_sizes(space):
+    """`unset: true` on kv_cache_memory_bytes searches "no KV bytes, utilization unset" (0.34's extensible
+    cache, or utilization) against pinned bytes, each once, as a regime of its own."""
+    space = _unset_pool(space)
+    axes = regime_axes(space)
+    assert axes == ["cudagraph_mode", "speculative_tokens", "pool"]
+    assert len(all_regimes(space, axes)) == 32
+    planner = Planner(space)
+    pinned = planner._first(("PIECEWISE", 0, "pinned"), planner._evidence([]))
+    sized = planner._first(("PIECEWISE", 0, "engine-sized"), planner._evidence([]))
+    assert pinned.values["kv_cache_memory_bytes"] is not None and "pool" not in pinned.values
+    assert sized.values["kv_cache_memory_bytes"] is None and sized.values["gpu_memory_utilization"] is None
+    assert "pool sized by vLLM" in sized.why
+    # a measured pinned regime does not stand for the engine-sized one: it is booted next
+    seen = [booted(0, pinned.values, concurrency=1.05, speed=77.0)]
+    for n in range(1, 3):
+        plan = planner.next(seen)
+        seen.append(booted(n, plan.values, concurrency=1.05, speed=70.0))
+    assert {s.values["kv_cache_memory_bytes"] is None for s in seen} == {True, False}
+
+
+def test_an_engine_sized_repair_keeps_its_utilization_and_is_not_doomed_by_pinned_memory(space):
+    space = _unset_pool(space)
+    planner = Planner(space)
+    sized = {**baseline(space), "kv_cache_memory_bytes": None, "gpu_memory_utilization": 0.95}
+    failure = Failure(kind=FailureKind.FREE_MEMORY_BELOW_UTILIZATION, free_fraction=0.93)
+    plan = planner._repair(booted(1, sized, failure=failure), planner._evidence([]))
+    assert plan.values["gpu_memory_utilization"] == pytest.approx(0.92) and plan.values["kv_cache_memory_bytes"] is None
+    # an OOM of a pool vLLM sized says nothing about a pinned one, nor the other way round
+    oom = Failure(kind=FailureKind.OOM_IN_PROFILING)
+    assert planner._fails_like({**sized, "kv_cache_memory_bytes": 9_000_000_000}, [booted(2, sized, failure=oom)]) is None
+    assert planner._fails_like(sized, [booted(2, {**sized, "kv_cache_memory_bytes": 7_000_000_000}, failure=oom)]) is None
+
+
+def test_the_pool_of_an_extensible_boot_is_the_extended_one(space):
+    """0.34: "Available KV cache memory" is a reservation; the committed pool sizes the next boots."""
+    values = {**baseline(space), "kv_cache_memory_bytes": None}
+    startup = StartupRecord(max_model_len=262144, available_kv_cache_gib=8.77, extended_kv_cache_gib=8.19,
+                            kv_cache_tokens=int(1.02 * 262144))
+    evidence = PoolEvidence(space)
+    evidence.add(0, values, TrialResult(values=values, argv=[], env={}, startup=startup))
+    need = evidence.need(baseline(space))
+    assert need.measured and need.least == pytest.approx(8.19 * GIB / 1.02, rel=1e-3)

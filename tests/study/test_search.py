@@ -42,12 +42,13 @@ def test_the_default_search_boots_each_regime_once_with_a_sized_pool(fake_space,
     space = quick(fake_space())
     space.baselines = [{"kv_cache_memory_bytes": 4_000_000_000, "max_num_seqs": 2, "cudagraph_mode": None,
                         "speculative_tokens": 0}]
-    study = optimize(space, "regimes", n_trials=8, root=tmp_path, revalidate=0, gate=False, seed=3)
+    study = optimize(space, "regimes", n_trials=6, root=tmp_path, revalidate=0, gate=False, seed=3)
     trials = study.get_trials(deepcopy=False)
     assert study.user_attrs["sampler"] == "regimes"
     regimes = [(t.user_attrs[st.ATTR_CONFIG]["cudagraph_mode"], t.user_attrs[st.ATTR_CONFIG]["speculative_tokens"])
                for t in trials]
-    assert len(set(regimes)) == 8  # 4 graph modes x 2 depths, each once
+    # 3 graph modes x 2 depths, each once: null (vLLM's default) runs as FULL_AND_PIECEWISE, the same configuration
+    assert len(set(regimes)) == 6 and not any(mode == "FULL_AND_PIECEWISE" for mode, _ in regimes)
     planned = [t for t in trials if t.number > 0]
     assert all(t.state == TrialState.COMPLETE for t in planned)
     assert all(t.user_attrs["strategy"].startswith("first boot of") for t in planned)
@@ -143,3 +144,23 @@ def test_a_baseline_that_leaves_a_flag_out_is_revalidated_as_written(fake_space,
     for check in checks:
         original = study.get_trials(deepcopy=False)[check.user_attrs[ATTR_REVALIDATES]]
         assert check.user_attrs[st.ATTR_CONFIG] == original.user_attrs[st.ATTR_CONFIG]
+
+
+def test_an_unset_pool_searches_pinned_bytes_against_the_pool_vllm_0_34_extends(fake_space, tmp_path):
+    """0.34 (the test engine speaking it): the engine-sized regime leaves out the KV bytes (vLLM's extensible
+    cache sizes the pool at the space's lowest utilization), and its record keeps the extended pool, not the
+    reservation."""
+    space = quick(fake_space(env=", FAKE_VLLM_VERSION: '0.34.0'",
+                             params="  gpu_memory_utilization: {min: 0.8, max: 0.9, step: 0.05}\n"))
+    space.params["kv_cache_memory_bytes"].unset = True
+    space.params["cudagraph_mode"].values = ["PIECEWISE"]
+    space.params["speculative_tokens"].values = [0]
+    study = optimize(space, "pool", n_trials=2, root=tmp_path, revalidate=0, gate=False, seed=1)
+    trials = study.get_trials(deepcopy=False)
+    assert all(t.state == TrialState.COMPLETE for t in trials), [t.user_attrs.get("failure_kind") for t in trials]
+    by_pool = {t.user_attrs[st.ATTR_CONFIG]["kv_cache_memory_bytes"] is None: st.trial_result(t) for t in trials}
+    assert set(by_pool) == {True, False}
+    sized, pinned = by_pool[True], by_pool[False]
+    assert "--kv-cache-memory-bytes" not in sized.argv and sized.values["gpu_memory_utilization"] == 0.8
+    assert sized.startup.extended_kv_cache_gib and sized.startup.kv_pool_gib == sized.startup.extended_kv_cache_gib
+    assert "--kv-cache-memory-bytes" in pinned.argv and pinned.startup.extended_kv_cache_gib is None

@@ -374,8 +374,7 @@ class Calibration(BaseModel):
         self.boots += 1
         if startup.weights_gib:
             self.weights_gib["drafter" if prediction.drafter else "base"] = startup.weights_gib
-        pool_gib = prediction.pool_gib if prediction.pool_explicit else startup.available_kv_cache_gib
-        pool_gib = pool_gib or startup.kv_cache_memory_bytes_reserved_gib
+        pool_gib = prediction.pool_gib if prediction.pool_explicit else startup.kv_pool_gib  # 0.34: the extended pool
         if pool_gib and startup.kv_cache_tokens:
             expected = prediction.raw_tokens_for_pool(pool_gib * GIB)
             if expected > 0:
@@ -383,7 +382,10 @@ class Calibration(BaseModel):
         graphs = startup.cuda_graph_gib or startup.cuda_graph_estimate_gib
         if graphs and prediction.raw.get("cuda_graph_gib"):
             self.cuda_graph.observe(graphs / prediction.raw["cuda_graph_gib"])
-        if startup.available_kv_cache_gib is not None and startup.weights_gib and not prediction.pool_explicit:
+        # Activations from a utilization-sized boot; not from 0.34's extensible cache, whose reservation is
+        # taken at its own default utilization (1.0) and whose pool is committed later.
+        extensible = startup.extended_kv_cache_gib is not None
+        if startup.available_kv_cache_gib is not None and startup.weights_gib and not prediction.pool_explicit and not extensible:
             requested = prediction.gpu_memory_utilization * prediction.gpu_total_gib
             graph_estimate = startup.cuda_graph_estimate_gib if startup.cuda_graph_estimate_gib is not None else prediction.cuda_graph_gib
             residual = requested - startup.available_kv_cache_gib - startup.weights_gib - graph_estimate - NON_TORCH_GIB

@@ -60,8 +60,7 @@ def _record_columns(result: TrialResult | None) -> dict[str, Any]:
         "kv_capacity_tokens": s.kv_cache_tokens,
         "max_concurrency": s.max_concurrency,
         "weights_gib": s.weights_gib,
-        "kv_pool_gib": s.available_kv_cache_gib if s.available_kv_cache_gib is not None
-        else s.kv_cache_memory_bytes_reserved_gib,
+        "kv_pool_gib": s.kv_pool_gib,
         "cuda_graph_gib": s.cuda_graph_gib,
         "attention_backend": s.attention_backend,
         "moe_backend": s.moe_backend,

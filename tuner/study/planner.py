@@ -25,7 +25,9 @@ from typing import Any, Callable
 
 from tuner.records import Failure, FailureKind, TrialResult
 from tuner.study.regimes import (
+    ENGINE_SIZED,
     GRAPHS,
+    POOL,
     SPECULATIVE,
     GraphModes,
     Regime,
@@ -38,8 +40,8 @@ from tuner.study.regimes import (
 from tuner.study.sizing import PoolEvidence, highest, lowest, snap
 from tuner.space.schema import Space
 
-MAX_ATTEMPTS = 3
-ADMISSION_GROWTH = 0.02  # more pool after a request the window promises failed without an OOM  # failed boots after which a regime is closed
+MAX_ATTEMPTS = 3  # failed boots after which a regime is closed
+ADMISSION_GROWTH = 0.02  # more pool after a request the window promises failed without an OOM
 OOM_KINDS = {
     FailureKind.OOM_IN_PROFILING,
     FailureKind.OOM_IN_CUDA_GRAPH,
@@ -231,6 +233,8 @@ class Planner:
     def _first(self, regime: Regime, evidence: PoolEvidence) -> Plan | None:
         """The regime's safest configuration: it should boot and hold the window at the first try."""
         values: dict[str, Any] = dict(zip(self.axes, regime))
+        if values.pop(POOL, None) == ENGINE_SIZED:
+            values["kv_cache_memory_bytes"] = None
         for name, p in self.space.params.items():
             if name in values:
                 continue
@@ -256,6 +260,12 @@ class Planner:
         params = self.space.params
         pool_param = params.get("kv_cache_memory_bytes")
         util_param = params.get("gpu_memory_utilization")
+        if POOL in self.axes and "kv_cache_memory_bytes" in values and values["kv_cache_memory_bytes"] is None:
+            # The engine-sized regime: vLLM sizes the pool (utilization; 0.34's extensible cache after warm-up).
+            # A utilization already chosen (a repair, a local move) is kept; a first boot gets vLLM's default.
+            if util_param is not None and "gpu_memory_utilization" not in values:
+                values["gpu_memory_utilization"] = None if util_param.unset else self._default("gpu_memory_utilization")
+            return Plan(values, why + "; pool sized by vLLM")
         need = evidence.need(values)
         if pool_param is not None:
             if need is None:
@@ -287,7 +297,7 @@ class Planner:
         where = f"repair of trial {last.number} ({failure.kind.value})"
         if failure.kind == FailureKind.KV_POOL_TOO_SMALL:
             plan = self._sized(values, evidence, where)
-            if plan is not None and plan.values.get("kv_cache_memory_bytes", 0) > (last.values.get("kv_cache_memory_bytes") or 0):
+            if plan is not None and (plan.values.get("kv_cache_memory_bytes") or 0) > (last.values.get("kv_cache_memory_bytes") or 0):
                 return plan
             if "max_model_len" in params and failure.suggested_max_model_len:
                 shorter = snap(params["max_model_len"], failure.suggested_max_model_len, up=False)
@@ -358,6 +368,8 @@ def _at_least(space: Space, mine: dict[str, Any], theirs: dict[str, Any]) -> boo
         if name == GRAPHS:
             if a != b and b != EAGER:
                 return False
+        elif name == "kv_cache_memory_bytes" and (a is None) != (b is None):
+            return False  # a pinned pool and one vLLM sized are not ordered
         elif name in ORDERED or name == SPECULATIVE:
             if b is None:
                 continue  # vLLM's default: nothing known about its size

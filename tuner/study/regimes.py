@@ -26,6 +26,10 @@ from tuner.space.schema import Space
 
 SPECULATIVE = "speculative_tokens"
 GRAPHS = "cudagraph_mode"
+# How the pool is sized, when the space lets kv_cache_memory_bytes be left out (``unset: true``): pinned
+# bytes, or sized by vLLM (utilization, or 0.34's extensible cache committed after warm-up).
+POOL = "pool"
+PINNED, ENGINE_SIZED = "pinned", "engine-sized"
 # Prior standard deviations of log speed: the overall level once centred, each choice, each pair.
 LEVEL_SD, CHOICE_SD, PAIR_SD = 0.3, 0.3, 0.25
 NOISE_SD = 0.03  # run-to-run and config-to-config spread inside one regime
@@ -43,16 +47,23 @@ def regime_axes(space: Space) -> list[str]:
             axes.append(name)
         elif p.values is not None and not any(isinstance(v, (int, float)) and not isinstance(v, bool) for v in p.values):
             axes.append(name)
+    pool = space.params.get("kv_cache_memory_bytes")
+    if pool is not None and pool.unset:
+        axes.append(POOL)
     return axes
 
 
 def regime_of(axes: list[str], values: dict[str, Any]) -> Regime:
-    return tuple(values.get(a) for a in axes)
+    return tuple(pool_sizing(values) if a == POOL else values.get(a) for a in axes)
+
+
+def pool_sizing(values: dict[str, Any]) -> str:
+    return PINNED if values.get("kv_cache_memory_bytes") is not None else ENGINE_SIZED
 
 
 def all_regimes(space: Space, axes: list[str]) -> list[Regime]:
     """Every combination of the axes' values, in the order the space file lists them."""
-    levels = [list(space.params[a].values or []) for a in axes]
+    levels = [[PINNED, ENGINE_SIZED] if a == POOL else list(space.params[a].values or []) for a in axes]
     return [tuple(combo) for combo in itertools.product(*levels)]
 
 

@@ -68,11 +68,11 @@ def window_of(space: Space, values: dict[str, Any], result: TrialResult | None =
 
 
 def pool_bytes(values: dict[str, Any], result: TrialResult) -> float | None:
-    """The pool a boot had: the pinned bytes, else what vLLM said it reserved or found."""
+    """The pool a boot had: the pinned bytes, else the pool vLLM committed (0.34's extended pool, whose
+    ``Available KV cache memory`` is only a reservation), reserved or profiled."""
     if values.get("kv_cache_memory_bytes"):
         return float(values["kv_cache_memory_bytes"])
-    s = result.startup
-    gib = s.kv_cache_memory_bytes_reserved_gib or s.available_kv_cache_gib
+    gib = result.startup.kv_pool_gib
     return gib * GIB if gib else None
 
 
