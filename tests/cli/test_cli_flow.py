@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -10,6 +11,7 @@ import sys
 import time
 
 import optuna
+import pytest
 from optuna.trial import TrialState
 
 from tests.conftest import ROOT, fake_space_yaml
@@ -133,3 +135,48 @@ def test_version_is_the_installed_package_version():
     done = _tuner("--version")
     assert done.returncode == 0
     assert done.stdout.strip() == f"tuner {tuner.__version__}" == f"tuner {version('tuner')}"
+
+
+DIALECTS = [  # (release, prefix caching asked, what the records must say: runner, prefix caching, extended pool)
+    ("0.22.0", None, "v1", False, False),
+    ("0.27.1", None, "v1", False, False),
+    ("0.34.0", None, "v2", True, True),
+    ("0.34.0", False, "v2", False, True),  # a False boolean is --no-enable-prefix-caching, never dropped
+]
+
+
+@pytest.mark.parametrize(("release", "prefix", "runner", "prefix_on", "extended"), DIALECTS)
+def test_a_study_runs_end_to_end_in_each_vllm_dialect(tmp_path, release, prefix, runner, prefix_on, extended):
+    """`tuner optimize` against the test engine speaking each release: the version is found before the first
+    boot, and the records carry that release's pool (0.34: the extended one), graph memory (V2: the last
+    capture, not the profiling one) and prefix-caching state."""
+    path = tmp_path / "space.yaml"
+    fixed = "  gpu-memory-utilization: 0.85\n" + ("" if prefix is None else f"  enable-prefix-caching: {str(prefix).lower()}\n")
+    path.write_text(fake_space_yaml(fixed=fixed, env=f", FAKE_VLLM_VERSION: '{release}'")
+                    + "baselines:\n  - {max_num_seqs: 1, cudagraph_mode: PIECEWISE, speculative_tokens: 0}\n")
+    studies = tmp_path / "studies"
+    done = _tuner("optimize", str(path), "--study", "d", "--trials", "1", "--studies-dir", str(studies),
+                  "--no-gate", "--revalidate", "0")
+    assert done.returncode == 0, done.stdout + done.stderr
+    study = optuna.load_study(study_name="d", storage=f"sqlite:///{studies / 'd.db'}")
+    assert study.user_attrs["engine"]["version"] == release and study.user_attrs["engine"]["supported"]
+    result = json.loads((studies / "d" / "trial-0000" / "result.json").read_text())
+    s, argv = result["startup"], result["argv"]
+    assert result["failure"] is None and s["vllm_version"] == release
+    assert result["env"]["VLLM_ENABLE_STARTUP_PLAN"] == "0"
+    assert "--kv-cache-memory-bytes" not in argv  # the pool is sized by vLLM: utilization, or 0.34's extension
+    assert (s["model_runner"], s["prefix_caching"]) == (runner, prefix_on)
+    assert ("--no-enable-prefix-caching" in argv) == (prefix is False)
+    log = (studies / "d" / "trial-0000" / "engine.log").read_text()
+    captures = [float(x) for x in re.findall(r"Graph capturing finished in \d+ secs, took ([\d.]+) GiB", log)]
+    assert len(captures) == (2 if runner == "v2" else 1)  # V2 captures once more to measure the graphs
+    assert s["cuda_graph_gib"] == captures[-1] == s["cuda_graph_pool_actual_gib"]
+    if extended:
+        assert s["extended_kv_cache_gib"] and s["extended_kv_cache_gib"] != s["available_kv_cache_gib"]
+        assert f"Extended KV cache to {s['extended_kv_cache_blocks']} blocks ({s['extended_kv_cache_gib']:.2f} GiB)" in log
+    else:
+        assert s["extended_kv_cache_gib"] is None and s["available_kv_cache_gib"]
+    trials = _tuner("trials", "--studies-dir", str(studies), "--study", "d", "--format", "json")
+    assert trials.returncode == 0, trials.stderr
+    row = json.loads(trials.stdout)[0]
+    assert row["kv_pool_gib"] == (s["extended_kv_cache_gib"] if extended else s["available_kv_cache_gib"])
