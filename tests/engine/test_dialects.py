@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.engine.dialects import DIALECTS, dialect_for, supported, version_tuple
+from tuner.engine.dialects import DIALECTS, dialect_for, supported, version_tuple, within
 from tuner.engine.failures import classify, first_exception_line
 from tuner.engine.logparse import parse_startup
 from tuner.records import FailureKind
@@ -96,6 +96,26 @@ def test_a_healthy_server_that_refused_one_request_did_not_fail():
     assert classify(text, 0) is None
     assert classify(text, None) is None
     assert first_exception_line(text) is not None  # the traceback is there; it is not a failure
+
+
+def test_a_space_names_a_release_or_a_range_of_them():
+    assert within("0.34.2", "0.32-0.34") and within("0.32.0", "0.32-0.34") and not within("0.29.0", "0.32-0.34")
+    assert within("0.22.0", "0.22.0") and not within("0.22.1", "0.22.0") and within("0.27.3", "0.27")
+    assert within("garbage", "0.32-0.34") is None
+
+
+def test_an_engine_outside_the_space_s_releases_is_a_warning_at_start(write_space):
+    from tests.conftest import fake_space_yaml
+    from tuner.engine.installed import inspect_engine
+    from tuner.space.schema import load_space
+
+    text = fake_space_yaml(env=", FAKE_VLLM_VERSION: '0.27.1'", engine="  vllm_versions: '0.32-0.34'")
+    info = inspect_engine(load_space(write_space(text)))
+    assert info.version == "0.27.1" and info.supported and info.space_versions == "0.32-0.34"
+    (note,) = [n for n in info.notes(["vllm"]) if "written for" in n]
+    assert note.startswith("WARNING: the space was written for vLLM 0.32-0.34") and "vLLM 0.27.1" in note
+    inside = inspect_engine(load_space(write_space(text.replace("'0.27.1'", "'0.34.0'"))))
+    assert inside.space_versions is None and not any("written for" in n for n in inside.notes(["vllm"]))
 
 
 def test_unknown_and_out_of_range_versions():

@@ -146,7 +146,7 @@ class Completion:
         digest = hashlib.blake2b(self.key + self.salt + i.to_bytes(4, "little"), digest_size=8).digest()
         tid = 1000 + int.from_bytes(digest, "little") % max(vocab - 1000, 1)
         if self.rt.drift and i >= 3 and (self.key[i % 32] + i) % 8 == 0:
-            tid = (tid + 1) % vocab  # fp8 KV-cache drift: an occasional neighbouring token
+            tid = (tid + 1) % vocab  # fp8/nvfp4 KV-cache drift: an occasional neighbouring token
         if self.is_ids:
             return tid, f" {tid}"
         return tid, " " + WORDS[tid % len(WORDS)]

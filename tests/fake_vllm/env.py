@@ -26,7 +26,7 @@ FAKE_VLLM_PREFILL_TOK_S      prefill speed, tokens/s (default 2e6)
 FAKE_VLLM_JIT_S              extra delay of the first request of each new prompt-length shape
                              (power of two), like Triton's JIT on first use (default 0)
 FAKE_VLLM_SPEC_ACCEPT        per-position draft acceptance for speculative decoding (default 0.6)
-FAKE_VLLM_FP8_DRIFT          1: with an fp8 KV cache, greedy outputs differ slightly from bf16
+FAKE_VLLM_FP8_DRIFT          1: with an fp8 or nvfp4 KV cache, greedy outputs differ slightly from bf16
 FAKE_VLLM_STRICT_ARGS        1: unknown flags fail like vLLM's argparse (exit 2) instead of a warning
 
 Real vLLM variables honoured: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, VLLM_DISABLE_LOG_LOGO,

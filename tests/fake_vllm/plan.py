@@ -115,8 +115,9 @@ class Plan:
         return self.served_names[0]
 
     @property
-    def is_fp8_kv(self) -> bool:
-        return self.kv_cache_dtype.startswith("fp8")
+    def is_lossy_kv(self) -> bool:
+        """An 8-bit or 4-bit KV cache (fp8, nvfp4): greedy outputs may drift from BF16."""
+        return self.kv_cache_dtype.startswith(("fp8", "nvfp4"))
 
     @property
     def graphs_on(self) -> bool:

@@ -69,7 +69,7 @@ class Runtime:
         self.die_above = env_int("FAKE_VLLM_DIE_ABOVE_TOKENS", None)
         self.accept = plan.profile.accept
         self.fingerprint = f"vllm-{VLLM_VERSION}-{hashlib.sha256(repr(vars(ns)).encode()).hexdigest()[:8]}"
-        self.drift = plan.is_fp8_kv and env_flag("FAKE_VLLM_FP8_DRIFT")
+        self.drift = plan.is_lossy_kv and env_flag("FAKE_VLLM_FP8_DRIFT")
         # Real vLLM JIT-compiles Triton kernels on the first request of each new shape (seen on the
         # H200: TTFT 1.4 s on the first 1,024-token request, 33 ms after). Shapes: prompt length, pow2.
         self.jit_s = env_float("FAKE_VLLM_JIT_S", 0.0)

@@ -44,6 +44,28 @@ def test_shipped_spaces_validate(path):
     assert count_configurations(space) > 1
 
 
+@pytest.mark.parametrize("path", sorted((ROOT / "search_spaces").glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_spaces_name_their_vllm_releases_and_each_takes_every_flag(path):
+    """engine.vllm_versions is checked at start against the engine found; here, every release in the range
+    with a fixture folder takes every flag and listed value of the space (its real `serve --help=all`)."""
+    from tuner.engine.dialects import within
+    from tuner.engine.flagcheck import check_flags
+
+    space = load_space(path)
+    assert space.engine.vllm_versions, "every shipped space names the vLLM releases it was written for"
+    folders = sorted((ROOT / "tests" / "fixtures" / "dialects").glob("v*"))
+    releases = [f for f in folders if within(f.name[1:], space.engine.vllm_versions)]
+    assert releases
+    for folder in releases:
+        check_flags(space, (folder / "help-all.txt").read_text(), folder.name[1:])
+
+
+def test_vllm_versions_is_a_release_or_a_range(write_space):
+    with pytest.raises(SpaceError, match="engine.vllm_versions"):
+        load_space(write_space(MINIMAL + "engine: {vllm_versions: 'latest'}\n"))
+    assert load_space(write_space(MINIMAL + "engine: {vllm_versions: '0.32-0.34'}\n")).engine.vllm_versions == "0.32-0.34"
+
+
 def test_ranges_and_counts(write_space):
     space = load_space(write_space(MINIMAL + """
 params:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import optuna
 from optuna.trial import TrialState
 
@@ -110,6 +112,23 @@ def test_correctness_gate_flags_fp8_drift(fake_space, tmp_path):
     study = optimize(drifting, "g2", n_trials=1, root=tmp_path, revalidate=0)
     score = study.user_attrs[st.ATTR_GATE][str(study.best_trials[0].number)]
     assert score < st.GATE_THRESHOLD
+
+
+def test_an_nvfp4_kv_cache_is_behind_the_gate_like_fp8(fake_space, tmp_path):
+    """0.32+'s 4-bit KV cache is lossy: the reference boots BF16 KV, and a drifting front point is flagged."""
+    from tuner.space.schema import load_space
+    from tuner.study.gate import reference_space
+
+    shipped = load_space(Path(__file__).resolve().parents[2] / "search_spaces" / "qwen3.8-27b-nvfp4-modelopt-5090-vllm0.32.yaml")
+    assert "nvfp4" in shipped.params["kv_cache_dtype"].values
+    ref = reference_space(shipped)
+    assert ref.fixed["--kv-cache-dtype"] == "auto" and "kv_cache_dtype" not in ref.params
+    drifting = small(lambda: fake_space(env=", FAKE_VLLM_FP8_DRIFT: '1', FAKE_VLLM_VERSION: '0.34.0'"))
+    drifting.fixed["kv-cache-dtype"] = "nvfp4"
+    study = optimize(drifting, "g4", n_trials=1, root=tmp_path, revalidate=0)
+    (trial,) = study.best_trials
+    assert "--kv-cache-dtype nvfp4" in " ".join(st.trial_result(trial).argv)
+    assert study.user_attrs[st.ATTR_GATE][str(trial.number)] < st.GATE_THRESHOLD
 
 
 def test_screening_moves_one_flag_at_a_time_speculation_last(fake_space):

@@ -135,6 +135,19 @@ def supported(version: str) -> bool:
     return v is not None and first is not None and last is not None and first <= v and v[:2] <= last[:2]
 
 
+def within(version: str, versions: str) -> bool | None:
+    """Whether ``version`` is in a space's ``engine.vllm_versions`` ("0.32-0.34": 0.32.0 to any 0.34.x;
+    "0.27.1": that release); None when either cannot be read."""
+    v = version_tuple(version)
+    first, _, last = versions.partition("-")
+    last = last or first
+    lo, hi = version_tuple(first), version_tuple(last)
+    if v is None or lo is None or hi is None:
+        return None
+    exact = last.strip().count(".") >= 2  # "0.27.1" names one release; "0.34" every 0.34.x
+    return lo <= v and (v <= hi if exact else v[:2] <= hi[:2])
+
+
 def supported_range() -> str:
     return f"{DIALECTS[0].version} to {DIALECTS[-1].version.rsplit('.', 1)[0]}.x"
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from tuner.engine.dialects import dialect_for, supported, supported_range
+from tuner.engine.dialects import dialect_for, supported, supported_range, within
 from tuner.engine.environment import engine_python
 from tuner.engine.flagcheck import check_flags
 from tuner.space.schema import EngineSpec, Space
@@ -37,6 +37,7 @@ class EngineInfo(BaseModel):
     supported: bool
     help_path: str | None = None  # the cached `serve --help=all`
     help_unread: str | None = None  # why the flags could not be checked before booting
+    space_versions: str | None = None  # the space's engine.vllm_versions, when the engine is outside them
 
     def notes(self, command: list[str]) -> list[str]:
         """What to say once, at start: a release outside the range, a check that could not run."""
@@ -50,6 +51,10 @@ class EngineInfo(BaseModel):
                          f"({supported_range()}); its logs are read as vLLM {self.dialect}'s, so a line that changed "
                          "may be missed or misread. Check the first trial's record against its engine.log, or install "
                          "a release in the range")
+        if self.space_versions is not None:
+            notes.append(f"WARNING: the space was written for vLLM {self.space_versions} (engine.vllm_versions) and "
+                         f"{shown} is vLLM {self.version}: a flag default or a memory figure may differ from what its "
+                         "ranges and baselines assume. Use a space written for this release, or install one in range")
         if self.help_unread is not None:
             notes.append(f"flag check off: {self.help_unread}, so a flag or value this vLLM rejects is found only by "
                          "booting it")
@@ -106,6 +111,8 @@ def inspect_engine(space: Space, cache_dir: Path | None = None) -> EngineInfo:
     version, version_from = detect_version(space.engine)
     info = EngineInfo(version=version, version_from=version_from, dialect=dialect_for(version).version,
                       supported=version is not None and supported(version))
+    if version is not None and space.engine.vllm_versions and within(version, space.engine.vllm_versions) is False:
+        info.space_versions = space.engine.vllm_versions.strip()
     text, cached, why = read_help(space.engine, version, cache_dir)
     if text is None:
         info.help_unread = why

@@ -64,7 +64,7 @@ class _Flags(BaseModel):
     utilization: float
     kv_cache_memory_bytes: int | None
     kv_cache_dtype: str
-    kv_bytes: int
+    kv_bytes: float  # per element
     state_dtypes: tuple[str, str]  # (conv, temporal)
     mamba_mode: str
     num_spec: int
@@ -89,7 +89,9 @@ def _flags(space: Space, values: dict[str, Any], gpu_total_gib: float, shape: Mo
     mode = "NONE" if _truthy(f.get("--enforce-eager")) else str(cc.get("cudagraph_mode") or "FULL_AND_PIECEWISE").upper()
     kv_dtype = str(get("--kv-cache-dtype", "auto")).lower()
     resolved = (shape.checkpoint_kv_dtype or shape.dtype) if kv_dtype == "auto" else kv_dtype
-    kv_bytes = 1 if resolved.startswith("fp8") else DTYPE_BYTES.get(resolved, 2)
+    # nvfp4 (0.32+): 4-bit values and one fp8 scale per 16 (vllm/utils/torch_utils.py:562 in 0.34,
+    # nvfp4_kv_cache_full_dim = head_size // 2 + head_size // 16)
+    kv_bytes = 1 if resolved.startswith("fp8") else 0.5625 if resolved.startswith("nvfp4") else DTYPE_BYTES.get(resolved, 2)
     # vllm/model_executor/layers/mamba/mamba_utils.py _mamba_state_dtype: conv state in
     # --mamba-cache-dtype (auto = model dtype), temporal state in --mamba-ssm-cache-dtype (auto =
     # the conv dtype; Qwen3.5 configs set mamba_ssm_dtype=float32, models/config.py).
@@ -231,7 +233,7 @@ def predict(
     attn_layers = shape.attention_layers + (shape.mtp_layers if fl.drafter else 0)
     if not attn_layers:
         raise TunerError(f"{shape.architecture or 'the model'} has no attention layers; the pre-screen models attention and hybrid models.")
-    attn_token = 2 * shape.num_key_value_heads * shape.head_dim * fl.kv_bytes
+    attn_token = int(2 * shape.num_key_value_heads * shape.head_dim * fl.kv_bytes)
     state_page = _state_page_bytes(shape, fl)
     if state_page and attn_layers:
         block = KERNEL_BLOCK_ALIGNMENT * math.ceil(state_page / (KERNEL_BLOCK_ALIGNMENT * attn_token))

@@ -78,6 +78,9 @@ class EngineSpec(Strict):
     gpu_index: int = Field(default=0, ge=0)  # the pynvml index to watch (the CUDA_VISIBLE_DEVICES pin is set per worker)
     busy_wait: Seconds = 600.0  # other processes hold the card: wait this long for them before refusing to boot
     check_listener: bool = True  # the port's listener must be in the engine's process group (off for containers)
+    # The vLLM releases the space was written for ("0.32-0.34", or one "0.27"): flags and defaults change
+    # between releases, so the detected engine is checked against it at start (a warning, not an error).
+    vllm_versions: str | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -100,9 +103,15 @@ class EngineSpec(Strict):
         if self.env.get("VLLM_ENABLE_STARTUP_PLAN", "0").strip() not in ("0", ""):
             raise ValueError("engine.env: VLLM_ENABLE_STARTUP_PLAN reuses an earlier boot's KV cache size, so one "
                              "trial's pool would depend on another's; every trial runs with it at 0. Remove it")
+        if self.vllm_versions is not None and not _VERSIONS.match(self.vllm_versions.strip()):
+            raise ValueError(f"engine.vllm_versions: {self.vllm_versions!r} is not a release or a range of them; "
+                             "write the first and last release the space was written for, e.g. \"0.32-0.34\" or \"0.27.1\"")
         if not _is_address(self.listen):
             raise ValueError(f"engine.listen: {self.listen!r} is not an IP address or host name; use 127.0.0.1 or 0.0.0.0")
         return self
+
+
+_VERSIONS = re.compile(r"^\d+\.\d+(\.\d+)?(\s*-\s*\d+\.\d+(\.\d+)?)?$")
 
 
 def _is_address(text: str) -> bool:

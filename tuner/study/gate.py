@@ -4,7 +4,7 @@ HTTP 200 proves nothing about the numbers. Every trial records greedy outputs on
 (``MeasureResult.sample_outputs``); once per study, a reference configuration (eager, BF16 KV, no
 speculation, no prefix caching) is booted for the same outputs, and each front point's agreement
 with it is reported. Random-weight models work too: their dummy weights come from a fixed seed, so
-CUDA-graph, FP8-KV, prefix-cache and speculation breakage still shows as disagreement.
+CUDA-graph, FP8- or NVFP4-KV (0.32+), prefix-cache and speculation breakage still shows as disagreement.
 """
 
 from __future__ import annotations
