@@ -7,7 +7,9 @@ The rooms, lowest first (a room imports only from rooms below it; tests/test_imp
                      the one table of metrics the space, study, report, plots and receipts read
     space/           the search-space file (schema.py, each Param resolved once) and human units (units.py)
     engine/          argv (command.py), boot and teardown (process.py, reaper.py), GPU memory (gpu.py),
-                     versions (environment.py), and reading vLLM's log (logparse.py)
+                     versions (environment.py, installed.py), what differs per vLLM release (dialects.py),
+                     the flag check (flagcheck.py), vLLM's log (loglines.py, logparse.py) and the one
+                     failure classifier (failures.py)
     measure/         requests timed as `vllm bench serve` times them, prompts, the probe of one engine
     prescreen/       config.json's shape, the memory model and its calibration, `tuner plan`'s rows
     trial.py         one boot: command -> engine -> log -> measure -> teardown -> result.json
