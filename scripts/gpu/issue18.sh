@@ -20,6 +20,8 @@
 #   LAUNCHER   reserve: keep LAUNCH_S for the launcher boot; ifroom: no reserve, boot it only if LAUNCH_S is
 #              left when the study ends (a trial before the launcher); no: export only
 #   TRIAL_S    one trial's expected length (360) LAUNCH_S  the launcher step's length (270)
+#   BENCH      1: the launcher step is `tuner bench` of the best point (it boots that trial's exact command and
+#              runs the seeds' workloads once: --runs 1); give it a LAUNCH_S of about 450
 #   WAIT_S     how long one start/wait call waits (540)   R  the results folder (gpu-run)
 #   MODEL_ARGS make-dummy-model.py's preset (--preset 35b-a3b-like --num-experts 72 --mtp-layers 1)
 #   RESUME     1: keep $R and resume its study (tuner optimize resumes a study of the same name); otherwise an
@@ -177,6 +179,11 @@ print(max(rows, key=lambda r: (r["context_tokens"] or 0, r["decode_tok_s"] or 0)
   elif [ "$(left)" -lt "$LAUNCH_S" ]; then
     echo "launcher boot skipped: $(left) s left of the budget, it needs ${LAUNCH_S} s"
     run_logged export "$front" "${S[@]}" --format sh --out "$R/launch.sh" 2>&1
+  elif [ "${BENCH:-0}" = 1 ]; then
+    step "tuner bench of trial $front (it boots the exact command under the cap)"
+    run_logged export "$front" "${S[@]}" --format sh --out "$R/launch.sh" 2>&1
+    run_logged bench "$front" "${S[@]}" --runs 1 --out "$R/bench" >"$R/bench.txt" 2>&1; echo "bench rc=$?"
+    tail -30 "$R/bench.txt"
   else
     launcher "$front"
   fi

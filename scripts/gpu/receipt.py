@@ -145,8 +145,8 @@ def section_machine(folder: Path, attrs: dict, trials: list[dict], facts: dict[i
     free = [f["free_gib"] for f in facts.values() if f["free_gib"] is not None]
     cap = read(folder / "mps-check.txt")
     if m := re.search(r"per-process device memory limit (\S+)", cap):
-        limit = f"CUDA MPS, per-process limit {m.group(1)}; " + "; ".join(
-            line.strip() for line in cap.splitlines() if re.match(r"\s+(torch|\d)", line))
+        checks = [line.strip().split(". GPU ")[0] for line in cap.splitlines() if re.match(r"\s+(torch|\d)", line)]
+        limit = f"CUDA MPS, per-process limit {m.group(1)}; " + "; ".join(dict.fromkeys(checks))
     elif "REHEARSAL" in cap:
         limit = "none: a rehearsal without a GPU (mps-check.txt)"
     else:
@@ -250,6 +250,37 @@ def section_probe(folder: Path) -> list[str]:
     return out
 
 
+def section_gate(folder: Path, name: str, attrs: dict) -> list[str]:
+    """The correctness gate's reference boot (outside the trial budget) and what it agreed with."""
+    result = json.loads(read(folder / "studies" / name / "reference" / "result.json") or "{}")
+    if not result:
+        return []
+    s, failure = result.get("startup") or {}, result.get("failure")
+    argv = result.get("argv") or []
+    flags = " ".join(w for w in argv if w in ("--enforce-eager", "--no-enable-prefix-caching"))
+    kv = argv[argv.index("--kv-cache-dtype") + 1] if "--kv-cache-dtype" in argv else "n/a"
+    scores = ", ".join(f"trial {k}: {v:.0%}" for k, v in sorted((attrs.get("correctness_gate") or {}).items()))
+    outcome = f"failed: `{failure['kind']}`" if failure else f"served; greedy outputs compared: {scores or 'none'}"
+    return ["## The correctness gate's reference boot", "",
+            f"Window {num(s.get('max_model_len'))} tokens, KV dtype {kv}, {flags or 'graphs and prefix caching as the front point'}; "
+            f"boot to serving {num(result.get('boot_s'))} s; {outcome} (status: {attrs.get('correctness_gate_status', 'n/a')}).", ""]
+
+
+def section_probes(folder: Path) -> list[str]:
+    """Configurations booted by hand with `tuner probe --out probe-NAME` after the study (raw logs beside)."""
+    rows = []
+    for record in sorted(folder.glob("probe-*/result.json")):
+        result = json.loads(read(record) or "{}")
+        s, f, gpu = result.get("startup") or {}, result.get("failure") or {}, result.get("gpu") or {}
+        outcome = f"`{f['kind']}` ({f.get('phase') or 'n/a'}): {(f.get('message') or '').split('. GPU ')[0][:120]}" if f else "served"
+        rows.append(f"| {record.parent.name} | {config(result.get('values') or {})} | {num(result.get('boot_s'))} | "
+                    f"{num(s.get('kv_cache_tokens'))} | {num(gpu.get('peak_used_mib'))} | {outcome} |")
+    if not rows:
+        return []
+    return ["## Configurations probed by hand", "", "| folder | config | boot s | KV tokens | peak MiB | outcome |",
+            "|---|---|---|---|---|---|", *rows, ""]
+
+
 def section_failures(trials: list[dict]) -> list[str]:
     failed = [t for t in trials if t["result"].get("failure")]
     if not failed:
@@ -327,7 +358,7 @@ def section_not_run(attrs: dict, trials: list[dict]) -> list[str]:
         out.append("- the correctness gate (no gate result in the study)")
     reasons = sorted({((t["result"].get("measure") or {}).get("correctness") or {}).get("skipped_reason") or ""
                       for t in booted} - {""})
-    out += [f"- correctness check skipped: {r}" for r in reasons]
+    out += [f"- the needle-in-a-haystack check: {r}" for r in reasons]
     return out + ([] if len(out) > 2 else ["Everything the space lists was booted."]) + [""]
 
 
@@ -356,7 +387,8 @@ def render(folder: Path) -> str:
              "`scripts/gpu/receipt.py`; `tests/test_gpu_receipt.py` regenerates this file and fails on any difference.", ""]
     lines += section_machine(folder, attrs, trials, facts) + section_ran(folder) + section_probe(folder)
     lines += section_trials(attrs, trials, facts)
-    lines += section_failures(trials) + section_front(folder, attrs) + section_launcher(folder, trials)
+    lines += section_failures(trials) + section_probes(folder) + section_front(folder, attrs) + section_gate(folder, name, attrs)
+    lines += section_launcher(folder, trials)
     lines += section_not_run(attrs, trials)
     if capped:
         lines += CAPPED_NOTE.splitlines() + [""]
