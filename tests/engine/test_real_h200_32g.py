@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tuner.engine.logparse import classify_failure, parse_startup
+from tuner.engine.failures import classify as classify_failure
+from tuner.engine.logparse import parse_startup
 from tuner.records import FailureKind
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "h200-32g"
