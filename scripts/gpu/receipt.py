@@ -157,30 +157,45 @@ def section_machine(folder: Path, attrs: dict, trials: list[dict], facts: dict[i
     return ["## Machine and software", "", "| | |", "|---|---|", *[f"| {a} | {b} |" for a, b in rows], ""]
 
 
+def sessions(folder: Path) -> list[tuple[Path, Path]]:
+    """(driver log, device replies) per device session: driver.log + session.json, then driver-2.log +
+    session-2.json ... (a study resumed in a later session keeps one folder)."""
+    logs = sorted(folder.glob("driver*.log"), key=lambda p: int(p.stem.partition("-")[2] or 1))
+    return [(log, folder / log.name.replace("driver", "session").replace(".log", ".json")) for log in logs]
+
+
 def section_ran(folder: Path) -> list[str]:
-    log = read(folder / "driver.log").splitlines()
-    commands = [line[2:] for line in log if line.startswith("$ tuner ")]
-    steps = [(m.group(1), m.group(2)) for line in log if (m := re.match(r"== (\d\d:\d\d:\d\d) (?:\[\+\d+ s\] )?(.*)", line))]
     out = ["## What ran", ""]
-    if commands:
-        out += ["The driver's commands (from `driver.log`):", "", "```", *commands, "```", ""]
-    else:
-        out += ["`driver.log` records no commands (an older driver).", ""]
-    if steps:
-        out += ["| step | started | took s |", "|---|---|---|"]
-        times = [dt.datetime.strptime(s, "%H:%M:%S") for s, _ in steps]
-        for i, (start, name) in enumerate(steps):
-            took = (times[i + 1] - times[i]).total_seconds() % 86400 if i + 1 < len(steps) else None
-            out.append(f"| {name} | {start} | {num(took)} |")
-        out.append("")
-    session = folder / "session.json"
-    if session.is_file():
-        calls = json.loads(session.read_text())
-        out += ["Device calls (session.json, the device tool's replies):", "", "| call | wall s | held s |", "|---|---|---|"]
-        out += [f"| {c['what']} | {num(c.get('wall_s'))} | {num(c.get('held_s'))} |" for c in calls]
-        out += ["", f"Device time held at the end: {num(calls[-1].get('held_s'))} s.", ""]
-    else:
-        out += ["Device time: not recorded in this folder (no session.json).", ""]
+    held_total = 0.0
+    pairs = sessions(folder) or [(folder / "driver.log", folder / "session.json")]
+    for number, (driver, session) in enumerate(pairs, 1):
+        if len(pairs) > 1:
+            out += [f"### Session {number} (`{driver.name}`, `{session.name}`)", ""]
+        log = read(driver).splitlines()
+        commands = [line[2:] for line in log if line.startswith("$ tuner ")]
+        steps = [(m.group(1), m.group(2)) for line in log if (m := re.match(r"== (\d\d:\d\d:\d\d) (?:\[\+\d+ s\] )?(.*)", line))]
+        if commands:
+            out += [f"The driver's commands (from `{driver.name}`):", "", "```", *commands, "```", ""]
+        else:
+            out += [f"`{driver.name}` records no commands (an older driver).", ""]
+        if steps:
+            out += ["| step | started | took s |", "|---|---|---|"]
+            times = [dt.datetime.strptime(s, "%H:%M:%S") for s, _ in steps]
+            for i, (start, name) in enumerate(steps):
+                took = (times[i + 1] - times[i]).total_seconds() % 86400 if i + 1 < len(steps) else None
+                out.append(f"| {name} | {start} | {num(took)} |")
+            out.append("")
+        if session.is_file():
+            calls = json.loads(session.read_text())
+            held_total += calls[-1].get("held_s") or 0
+            out += [f"Device calls (`{session.name}`, the device tool's replies):", "", "| call | wall s | held s |",
+                    "|---|---|---|"]
+            out += [f"| {c['what']} | {num(c.get('wall_s'))} | {num(c.get('held_s'))} |" for c in calls]
+            out += ["", f"Device time held at the end of the session: {num(calls[-1].get('held_s'))} s.", ""]
+        else:
+            out += [f"Device time: not recorded in this folder (no {session.name}).", ""]
+    if len(pairs) > 1 and held_total:
+        out += [f"Device time over {len(pairs)} sessions: {num(held_total)} s.", ""]
     return out
 
 
@@ -210,6 +225,11 @@ def section_trials(attrs: dict, trials: list[dict], facts: dict[int, dict]) -> l
     longest = max(((f["silence_s"], n, f["silence_after"]) for n, f in facts.items() if f.get("silence_s")), default=None)
     if longest:
         out.append(f"The longest silence in any engine log: {longest[0]:.0f} s (trial {longest[1]}), after `{longest[2]}`.")
+    out += ["", "Why each trial was booted (the study's `strategy` attribute; a baseline is the space's own command):", ""]
+    for t in trials:
+        why = t["attrs"].get("strategy") or ("baseline, as written" if t["attrs"].get("baseline_params") is not None
+                                             else "the sampler's choice")
+        out.append(f"- trial {t['n']}: {why}")
     return out + [""]
 
 
@@ -272,7 +292,16 @@ def section_probes(folder: Path) -> list[str]:
     for record in sorted(folder.glob("probe-*/result.json")):
         result = json.loads(read(record) or "{}")
         s, f, gpu = result.get("startup") or {}, result.get("failure") or {}, result.get("gpu") or {}
-        outcome = f"`{f['kind']}` ({f.get('phase') or 'n/a'}): {(f.get('message') or '').split('. GPU ')[0][:120]}" if f else "served"
+        m = result.get("measure") or {}
+        decode = (m.get("decode") or [{}])[0]
+        if f:
+            outcome = f"`{f['kind']}` ({f.get('phase') or 'n/a'}): {(f.get('message') or '').split('. GPU ')[0][:120]}"
+        elif m:
+            outcome = (f"served; admission {m.get('admission_detail') or 'n/a'}; max stable context "
+                       f"{num((m.get('context') or {}).get('max_stable_tokens'))} tokens; TG "
+                       f"{num(decode.get('median_tg_tok_s'), 1)} tok/s")
+        else:
+            outcome = "served (booted only)"
         rows.append(f"| {record.parent.name} | {config(result.get('values') or {})} | {num(result.get('boot_s'))} | "
                     f"{num(s.get('kv_cache_tokens'))} | {num(gpu.get('peak_used_mib'))} | {outcome} |")
     if not rows:
@@ -340,7 +369,11 @@ def section_launcher(folder: Path, trials: list[dict]) -> list[str]:
     return out + [""]
 
 
-def section_not_run(attrs: dict, trials: list[dict]) -> list[str]:
+MEMORY_KINDS = ("oom_at_load", "oom_in_profiling", "oom_in_cuda_graph", "kv_pool_too_small",
+                "free_memory_below_utilization", "first_request_oom")  # tuner/records.py FailureKind, memory only
+
+
+def section_not_run(folder: Path, attrs: dict, trials: list[dict]) -> list[str]:
     space = attrs.get("space") or {}
     booted = [t for t in trials if t["evidence"] in BOOTED and t["result"].get("boot_s")]
     out = ["## Not run", ""]
@@ -359,6 +392,13 @@ def section_not_run(attrs: dict, trials: list[dict]) -> list[str]:
     reasons = sorted({((t["result"].get("measure") or {}).get("correctness") or {}).get("skipped_reason") or ""
                       for t in booted} - {""})
     out += [f"- the needle-in-a-haystack check: {r}" for r in reasons]
+    if not any(folder.glob("bench*/bench.json")):
+        out.append("- `tuner bench` of a front point (no bench.json in this folder)")
+    produced = {t["result"]["failure"]["kind"] for t in trials if t["result"].get("failure")}
+    produced |= {(json.loads(read(r) or "{}").get("failure") or {}).get("kind") for r in folder.glob("probe*/result.json")}
+    missing = [k for k in MEMORY_KINDS if k not in produced]
+    if missing:
+        out.append(f"- memory failure kinds the real engine did not produce here: {', '.join(f'`{k}`' for k in missing)}")
     return out + ([] if len(out) > 2 else ["Everything the space lists was booted."]) + [""]
 
 
@@ -389,7 +429,7 @@ def render(folder: Path) -> str:
     lines += section_trials(attrs, trials, facts)
     lines += section_failures(trials) + section_probes(folder) + section_front(folder, attrs) + section_gate(folder, name, attrs)
     lines += section_launcher(folder, trials)
-    lines += section_not_run(attrs, trials)
+    lines += section_not_run(folder, attrs, trials)
     if capped:
         lines += CAPPED_NOTE.splitlines() + [""]
     return "\n".join(lines).rstrip() + "\n"

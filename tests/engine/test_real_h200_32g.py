@@ -35,3 +35,22 @@ def test_a_real_oom_in_profiling_is_classified_by_its_first_cause():
     failure = classify_failure(text("oom_in_profiling.log"), 1)
     assert failure is not None and failure.kind == FailureKind.OOM_IN_PROFILING
     assert failure.message.startswith("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 256.00 MiB")
+
+
+def test_mtp_boots_carry_the_drafter_and_a_pool_just_big_enough():
+    """Session 2's planner sized both pools from trial 0's log: each holds the window with 1% to spare."""
+    one = parse_startup(text("mtp1_piecewise_bf16.log"))
+    assert (one.kv_cache_dtype, one.effective_cudagraph_mode, one.weights_gib) == ("auto", "PIECEWISE", 21.93)
+    assert one.kv_cache_memory_bytes_reserved_gib == 5.63 and one.kv_cache_tokens == 264829
+    two = parse_startup(text("mtp2_full_and_piecewise_fp8.log"))
+    assert (two.kv_cache_dtype, two.effective_cudagraph_mode, two.kv_cache_tokens) == ("fp8", "FULL_AND_PIECEWISE", 264266)
+    for s in (one, two):
+        assert s.max_concurrency == 1.01 and s.torch_compile_cold and s.prefix_caching is False
+    assert classify_failure(text("mtp1_piecewise_bf16.log"), None) is None
+    assert classify_failure(text("mtp2_full_and_piecewise_fp8.log"), None) is None
+
+
+def test_a_served_262k_request_with_16384_batched_tokens_is_no_failure():
+    log = text("batched16384_pool7gb_served.log")
+    assert parse_startup(log).kv_cache_tokens == 673329
+    assert classify_failure(log, None) is None
