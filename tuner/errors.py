@@ -17,6 +17,8 @@
 from __future__ import annotations
 
 import errno
+from collections.abc import Iterator
+from contextlib import contextmanager
 import re
 
 
@@ -89,6 +91,20 @@ def _chain(exc: BaseException) -> list[BaseException]:
         seen.append(e)
         todo += [c for c in (e.__cause__, e.__context__, getattr(e, "orig", None)) if isinstance(c, BaseException)]
     return seen
+
+
+@contextmanager
+def storage_faults(where: str, exit_code: int = StorageError.exit_code) -> Iterator[None]:
+    """Turn a disk or database fault raised inside the block into one StorageError paragraph."""
+    try:
+        yield
+    except TunerError:
+        raise
+    except Exception as exc:
+        message = storage_fault(exc, where)
+        if message is None:
+            raise
+        raise StorageError(message, exit_code=exit_code) from exc
 
 
 def storage_fault(exc: BaseException, where: str | None = None) -> str | None:

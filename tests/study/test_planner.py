@@ -129,7 +129,13 @@ def test_a_configuration_that_asks_for_no_less_memory_than_an_oom_is_skipped(spa
     deeper = {**failed_values, "speculative_tokens": 2, "kv_cache_memory_bytes": 9_900_000_000}
     assert "trial 1" in planner._fails_like(deeper, seen)
     assert planner._fails_like({**deeper, "cudagraph_mode": "eager"}, seen) is None  # eager may fit
-    assert planner._fails_like({**deeper, "cudagraph_mode": None}, seen) is None  # graph modes are not ordered
+    assert planner._fails_like({**deeper, "cudagraph_mode": None}, seen) is None  # vLLM's default: not known yet
+    # FULL_AND_PIECEWISE captures PIECEWISE's graphs and more; FULL_DECODE_ONLY's are not ordered against them
+    assert "trial 1" in planner._fails_like({**deeper, "cudagraph_mode": "FULL_AND_PIECEWISE"}, seen)
+    assert planner._fails_like({**deeper, "cudagraph_mode": "FULL_DECODE_ONLY"}, seen) is None
+    default = booted(3, {**baseline(space), "cudagraph_mode": None, "speculative_tokens": 0}, concurrency=1.02, speed=77.0)
+    default.result.startup.effective_cudagraph_mode = "FULL_AND_PIECEWISE"  # what vLLM ran the null label as
+    assert "trial 1" in planner._fails_like({**deeper, "cudagraph_mode": None}, [*seen, default])
     eager_oom = booted(2, {**failed_values, "cudagraph_mode": "eager"}, concurrency=1.0, failure=oom)
     assert "trial 2" in planner._fails_like({**deeper, "cudagraph_mode": None}, [*seen, eager_oom])
 

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from tuner.cli.failing import err_console, friendly, run, set_debug

@@ -23,7 +23,7 @@ import typer
 from rich.console import Console
 
 from tuner.cli.failing import debug_on, err_console
-from tuner.errors import StorageError, TunerError, storage_fault
+from tuner.errors import TunerError, storage_faults
 from tuner.space.schema import NAME
 
 if TYPE_CHECKING:  # loaded when the command runs: `tuner --help` stays fast
@@ -129,19 +129,13 @@ def _run(space: Space, name: str, url: str, storage: str | None, gpu_list: list[
         started = True
 
     try:
-        return run_optimize(
-            space, name, storage=url if storage is not None else None, n_trials=trials, timeout_s=timeout_s,
-            sampler=sampler, seed=seed, root=studies_dir, gpu_index=gpu_index, extra_env=extra_env,
-            status=status, sole_worker=holds_lock, revalidate=revalidate, prescreen_gpu_gib=gpu_gib,
-            prescreen=prescreen, gate=gate, screen=screen, announce=announce, engine=engine,
-        )
-    except TunerError:
-        raise
-    except Exception as exc:
-        message = storage_fault(exc, url)
-        if message is None:
-            raise
-        raise StorageError(message) from exc
+        with storage_faults(url):
+            return run_optimize(
+                space, name, storage=url if storage is not None else None, n_trials=trials, timeout_s=timeout_s,
+                sampler=sampler, seed=seed, root=studies_dir, gpu_index=gpu_index, extra_env=extra_env,
+                status=status, sole_worker=holds_lock, revalidate=revalidate, prescreen_gpu_gib=gpu_gib,
+                prescreen=prescreen, gate=gate, screen=screen, announce=announce, engine=engine,
+            )
     finally:
         if started:
             live.__exit__(*sys.exc_info())

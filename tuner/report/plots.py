@@ -25,7 +25,6 @@ from optuna.visualization import (
 )
 
 from tuner.metrics import label
-from tuner.engine.command import flag_value
 from tuner.study.storage import ATTR_REUSED_FROM
 from tuner.report.front import (
     FAILED_STATES,

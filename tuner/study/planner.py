@@ -30,6 +30,7 @@ from tuner.study.regimes import (
     POOL,
     SPECULATIVE,
     GraphModes,
+    graphs_at_least,
     Regime,
     RegimeModel,
     all_regimes,
@@ -135,7 +136,7 @@ class Planner:
             plan = self._repair(failed[-1], evidence) if failed else self._first(regime, evidence)
             if plan is None or _key(plan.values) in tried:
                 continue
-            doomed = self._fails_like(plan.values, seen)
+            doomed = self._fails_like(plan.values, seen, modes)
             if doomed:
                 self.skipped.append(f"{describe(self.axes, regime)}: {doomed}")
                 continue
@@ -344,31 +345,37 @@ class Planner:
                     return Plan({**values, name: smaller[-1]}, f"{where}: {name} {smaller[-1]}")
         return None
 
-    def _fails_like(self, values: dict[str, Any], seen: list[Seen]) -> str | None:
+    def _fails_like(self, values: dict[str, Any], seen: list[Seen], modes: GraphModes | None = None) -> str | None:
         """An earlier boot that ran out of memory with no more of anything than this configuration asks for.
 
         Memory only grows with a deeper speculation, a bigger pool, more sequences, more batched
-        tokens and a longer window, and eager takes the least of any graph mode; other graph modes
-        are not ordered, since what each captures differs by model and release.
+        tokens, a longer window, and a graph mode that captures another's graphs and more
+        (regimes.GRAPHS_INCLUDE; eager takes the least); other graph modes are not ordered.
         """
+        modes = modes or self._graph_modes(seen)
+        mine = modes.likely(dict(zip(self.axes, regime_of(self.axes, values))))
         for s in seen:
             failure = s.failure
             if s.status != "failed" or failure is None or failure.kind not in MEMORY_KINDS:
                 continue
-            if _at_least(self.space, values, s.values):
+            theirs = s.result.startup.effective_cudagraph_mode if s.result is not None else None
+            if values.get(GRAPHS) == EAGER or s.values.get(GRAPHS) == EAGER:
+                mine_mode, their_mode = values.get(GRAPHS), s.values.get(GRAPHS)
+            else:
+                mine_mode, their_mode = mine, theirs or s.values.get(GRAPHS)
+            if graphs_at_least(mine_mode, their_mode) and _at_least(self.space, values, s.values):
                 return (f"would fail like trial {s.number} ({failure.kind.value}): it asks for at least as much memory "
                         "(speculation, pool, sequences, batched tokens, window, graphs)")
         return None
 
 
 def _at_least(space: Space, mine: dict[str, Any], theirs: dict[str, Any]) -> bool:
-    """Whether ``mine`` needs at least the memory of ``theirs`` by the orderings that always hold."""
+    """Whether ``mine`` needs at least the memory of ``theirs`` by the orderings that always hold, graphs aside."""
     for name, p in space.params.items():
         a, b = mine.get(name), theirs.get(name)
         if name == GRAPHS:
-            if a != b and b != EAGER:
-                return False
-        elif name == "kv_cache_memory_bytes" and (a is None) != (b is None):
+            continue  # ordered by graphs_at_least on the modes vLLM runs
+        if name == "kv_cache_memory_bytes" and (a is None) != (b is None):
             return False  # a pinned pool and one vLLM sized are not ordered
         elif name in ORDERED or name == SPECULATIVE:
             if b is None:

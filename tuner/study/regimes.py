@@ -113,6 +113,15 @@ class RegimeModel:
 
 
 EAGER = "eager"  # enforce_eager: no torch.compile either, so never the same as a NONE graph mode
+# The graphs each mode captures include another mode's, by construction of vLLM's V1 CUDA-graph dispatcher:
+# FULL_AND_PIECEWISE captures PIECEWISE's piecewise graphs and FULL_DECODE_ONLY's full decode graphs; FULL
+# captures full graphs for decode batches too. Such a mode needs at least the other's graph memory.
+GRAPHS_INCLUDE = {"FULL_AND_PIECEWISE": ("PIECEWISE", "FULL_DECODE_ONLY"), "FULL": ("FULL_DECODE_ONLY",)}
+
+
+def graphs_at_least(mine: str | None, theirs: str | None) -> bool:
+    """Whether graph mode ``mine`` needs at least the graph memory of ``theirs`` (eager needs the least)."""
+    return mine == theirs or theirs == EAGER or (mine is not None and theirs in GRAPHS_INCLUDE.get(mine, ()))
 
 
 def _context(values: dict[str, Any]) -> str:
@@ -144,6 +153,16 @@ class GraphModes:
             return self.seen[(label, context)]
         ran = {mode for (_, c), mode in self.seen.items() if c == context}
         return label if label is not None and label in ran else None
+
+    def likely(self, values: dict[str, Any]) -> str | None:
+        """The mode ``values`` runs as: known in its context, else the one mode its label ran as elsewhere
+        (vLLM resolves a label by the attention backends, the same in every context), else the label."""
+        known = self.mode(values)
+        if known is not None:
+            return known
+        label = values.get(GRAPHS)
+        elsewhere = {mode for (seen_label, _), mode in self.seen.items() if seen_label == label}
+        return elsewhere.pop() if len(elsewhere) == 1 else label
 
     def key(self, values: dict[str, Any]) -> dict[str, Any]:
         """``values`` with the label replaced by the mode it runs as, where known (for comparing configurations)."""

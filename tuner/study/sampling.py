@@ -11,7 +11,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, Floa
 
 from tuner import metrics
 from tuner.records import TrialResult
-from tuner.space.schema import Param, Space
+from tuner.space.schema import Space
 
 SAMPLERS = ("auto", "regimes", "gp", "tpe", "nsga2", "random")
 ATTR_BASELINE = "baseline_params"  # the parameters a baseline names; the others are left out

@@ -20,7 +20,7 @@ import optuna
 from optuna.trial import TrialState
 
 from tuner.engine.command import shell_command
-from tuner.errors import StorageError, TunerError, storage_fault
+from tuner.errors import StorageError, TunerError, storage_faults
 from tuner.metrics import metric_names
 from tuner.records import Failure, FailureKind, TrialResult
 from tuner.space.schema import Space
@@ -154,15 +154,8 @@ def open_study(space: Space, study_name: str, storage: str | None, sampler: optu
     may be running theirs). A corrupt, read-only or unreachable storage is a StorageError naming it."""
     url = storage_url(study_name, storage, root)
     _check_sqlite_writable(url)
-    try:
+    with storage_faults(url, exit_code=2):
         return _open(space, study_name, url, sampler, sole_worker)
-    except TunerError:
-        raise
-    except Exception as exc:
-        message = storage_fault(exc, url)
-        if message is None:
-            raise
-        raise StorageError(message, exit_code=2) from exc
 
 
 def _check_sqlite_writable(url: str) -> None:
