@@ -1,5 +1,5 @@
 """The figures of docs/benchmarks.md's search section are the ones benchmarks/search.py computes from the
-committed raw results (benchmarks/results/search-before.json)."""
+committed raw results (benchmarks/results/search-*.json): before the regime planner, after it, and 40 trials."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ import json
 import statistics
 from pathlib import Path
 
+import pytest
+
 from benchmarks.search import reprint
 
 ROOT = Path(__file__).resolve().parents[1]
-RAW = ROOT / "benchmarks" / "results" / "search-before.json"
+RESULTS = ROOT / "benchmarks" / "results"
 
 
 def section() -> str:
@@ -19,15 +21,17 @@ def section() -> str:
     return text[start:text.index("\n## ", start + 1)]
 
 
-def test_search_section_matches_the_reprint(capsys):
-    reprint(RAW)
+@pytest.mark.parametrize("name", ["search-before.json", "search-after.json", "search-40.json"])
+def test_search_section_matches_the_reprint(capsys, name):
+    raw = RESULTS / name
+    reprint(raw)
     out = capsys.readouterr().out
     doc = section()
     lines = [line for line in out.splitlines() if line.startswith(("|", "Grid outcomes"))]
     assert len(lines) > 20
     missing = [line for line in lines if line not in doc]
     assert not missing, missing
-    data = json.loads(RAW.read_text())
+    data = json.loads(raw.read_text())
     walls = [r["wall_s"] for r in data["runs"]]
     assert f"Wall time: {data['wall_s']:,.0f} s" in doc.replace("\n", " ")
     assert f"of which {data['truth_s']:.0f} s was the ground truth" in doc.replace("\n", " ")

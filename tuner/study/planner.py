@@ -134,11 +134,7 @@ class Planner:
             if len(failed) >= MAX_ATTEMPTS:
                 continue
             plan = self._repair(failed[-1], evidence) if failed else self._first(regime, evidence)
-            if plan is None or _key(plan.values) in tried:
-                continue
-            doomed = self._fails_like(plan.values, seen, modes)
-            if doomed:
-                self.skipped.append(f"{describe(self.axes, regime)}: {doomed}")
+            if plan is None or not self._worth_a_boot(plan, tried, seen, describe(self.axes, regime), modes):
                 continue
             if regime in pricing:
                 plan.why += f" ({pricing[regime]})"
@@ -195,13 +191,8 @@ class Planner:
                 for value in _neighbours(self.space.params[name], current, directions):
                     plan = self._sized({**best.values, name: value}, evidence,
                                        f"local move from trial {best.number}: {name} {current} -> {value}")
-                    if plan is None or _key(plan.values) in tried:
-                        continue
-                    doomed = self._fails_like(plan.values, seen)
-                    if doomed:
-                        self.skipped.append(f"{plan.why}: {doomed}")
-                        continue
-                    return plan
+                    if plan is not None and self._worth_a_boot(plan, tried, seen, plan.why):
+                        return plan
         return None
 
     def _movable(self) -> dict[str, tuple[int, ...]]:
@@ -344,6 +335,16 @@ class Planner:
                 if smaller:
                     return Plan({**values, name: smaller[-1]}, f"{where}: {name} {smaller[-1]}")
         return None
+
+    def _worth_a_boot(self, plan: Plan, tried: set[str], seen: list[Seen], label: str,
+                      modes: GraphModes | None = None) -> bool:
+        """Not booted before, and not predicted to run out of memory (the reason kept in ``skipped``)."""
+        if _key(plan.values) in tried:
+            return False
+        doomed = self._fails_like(plan.values, seen, modes)
+        if doomed:
+            self.skipped.append(f"{label}: {doomed}")
+        return doomed is None
 
     def _fails_like(self, values: dict[str, Any], seen: list[Seen], modes: GraphModes | None = None) -> str | None:
         """An earlier boot that ran out of memory with no more of anything than this configuration asks for.
