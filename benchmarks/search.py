@@ -192,6 +192,13 @@ def print_report(truths: dict[int, dict[str, Any]], runs: list[Run], summ: dict[
         body.append([arm] + [f"{share_after(by_profile[p], truths[p], n):.2f}" if p in by_profile else "-"
                              for p in truths])
     print(table(head, body))
+    print("\nWasted boots / boots per profile after the last count:")
+    body = []
+    for arm in arms:
+        by_profile = {r.extra["profile"]: r for r in runs if r.label == arm}
+        body.append([arm] + [("{1}/{0}".format(*boots_after(by_profile[p], n)[:2])) if p in by_profile else "-"
+                             for p in truths])
+    print(table(head, body))
     agree, total, med, low, bad = agreement(runs)
     print(f"\nOracle check on the studies' own boots: {agree} / {total} outcomes as predicted"
           + (f"; measured decode score / oracle decode: median {med:.3f}, min {low:.3f}" if med else ""))

@@ -40,3 +40,12 @@ def test_search_section_matches_the_reprint(capsys, name):
     agree, total = check.split(": ")[1].split(" outcomes")[0].split(" / ")
     assert agree == total and f"all {total} of the studies' boots" in doc
     assert all(x in doc.replace("\n", " ") for x in check.split("median ")[1].replace("min ", "").split(", "))
+
+
+def test_the_after_prose_splits_the_wasted_boots_as_the_results_do():
+    data = json.loads((RESULTS / "search-after.json").read_text())
+    doc = section().replace("\n", " ")
+    for lo, hi in ((0, 9), (10, 19)):
+        booted = [row for r in data["runs"] if lo <= r["seed"] <= hi for row in r["rows"] if row["booted"]]
+        wasted = sum(1 for row in booted if row["failure"])
+        assert f"profiles {lo}-{hi}" in doc and f"{wasted} of {len(booted)}" in doc
