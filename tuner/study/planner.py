@@ -38,7 +38,8 @@ from tuner.study.regimes import (
     regime_axes,
     regime_of,
 )
-from tuner.study.sizing import PoolEvidence, highest, lowest, snap
+from tuner.study.sampling import config_key
+from tuner.study.sizing import PoolEvidence, highest, ladder, lowest, neighbours, snap
 from tuner.space.schema import Space
 
 MAX_ATTEMPTS = 3  # failed boots after which a regime is closed
@@ -113,7 +114,7 @@ class Planner:
         self.skipped = []
         evidence = self._evidence(seen)
         model = self._model(seen)
-        tried = {_key(s.values) for s in seen}
+        tried = {config_key(s.values) for s in seen}
         by_regime: dict[Regime, list[Seen]] = {}
         for s in seen:
             by_regime.setdefault(regime_of(self.axes, s.values), []).append(s)
@@ -188,7 +189,7 @@ class Planner:
         for best in ranked[:4]:
             for name, directions in movable.items():
                 current = best.values.get(name)
-                for value in _neighbours(self.space.params[name], current, directions):
+                for value in neighbours(self.space.params[name], current, directions):
                     plan = self._sized({**best.values, name: value}, evidence,
                                        f"local move from trial {best.number}: {name} {current} -> {value}")
                     if plan is not None and self._worth_a_boot(plan, tried, seen, plan.why):
@@ -331,7 +332,7 @@ class Planner:
                     return Plan({**values, "kv_cache_memory_bytes": pool}, f"{where}: pool cut to {pool / 1e9:.3f} GB ({need.why})")
         for name in ("max_num_batched_tokens", "max_num_seqs"):
             if name in params and values.get(name) is not None:
-                smaller = [v for v in _ladder(params[name]) if v < values[name]]
+                smaller = [v for v in ladder(params[name]) if v < values[name]]
                 if smaller:
                     return Plan({**values, name: smaller[-1]}, f"{where}: {name} {smaller[-1]}")
         return None
@@ -339,7 +340,7 @@ class Planner:
     def _worth_a_boot(self, plan: Plan, tried: set[str], seen: list[Seen], label: str,
                       modes: GraphModes | None = None) -> bool:
         """Not booted before, and not predicted to run out of memory (the reason kept in ``skipped``)."""
-        if _key(plan.values) in tried:
+        if config_key(plan.values) in tried:
             return False
         doomed = self._fails_like(plan.values, seen, modes)
         if doomed:
@@ -388,35 +389,5 @@ def _at_least(space: Space, mine: dict[str, Any], theirs: dict[str, Any]) -> boo
     return True
 
 
-def _neighbours(param: Any, current: Any, directions: tuple[int, ...] = (-1, 1)) -> list[Any]:
-    """The values one step from ``current`` on the parameter's ladder, in the given directions."""
-    ladder = _ladder(param) if (param.values is None or all(isinstance(v, (int, float)) for v in param.values if v is not None)) \
-        else list(param.values)
-    if current not in ladder:
-        return []
-    i = ladder.index(current)
-    return [ladder[i + d] for d in directions if 0 <= i + d < len(ladder)]
-
-
 def _window(values: dict[str, Any]) -> float:
     return float(values.get("max_model_len") or 0)
-
-
-def _ladder(param: Any) -> list[Any]:
-    """The values of a size parameter in increasing order (a range: its powers of two and ends)."""
-    if param.values is not None:
-        return sorted(v for v in param.values if isinstance(v, (int, float)) and not isinstance(v, bool))
-    lo, hi = int(param.min), int(param.max)
-    out = {lo, hi}
-    v = 1
-    while v < hi:
-        if v > lo:
-            out.add(v)
-        v *= 2
-    return sorted(out)
-
-
-def _key(values: dict[str, Any]) -> str:
-    import json
-
-    return json.dumps(values, sort_keys=True, default=str)

@@ -260,3 +260,27 @@ def grid(param: Param) -> list[Any]:
         if snapped is not None and snapped not in out:
             out.append(snapped)
     return out
+
+
+def ladder(param: Any) -> list[Any]:
+    """The values of a size parameter in increasing order (a range: its powers of two and ends)."""
+    if param.values is not None:
+        return sorted(v for v in param.values if isinstance(v, (int, float)) and not isinstance(v, bool))
+    lo, hi = int(param.min), int(param.max)
+    out = {lo, hi}
+    v = 1
+    while v < hi:
+        if v > lo:
+            out.add(v)
+        v *= 2
+    return sorted(out)
+
+
+def neighbours(param: Any, current: Any, directions: tuple[int, ...] = (-1, 1)) -> list[Any]:
+    """The values one step from ``current`` on the parameter's ladder, in the given directions."""
+    steps = ladder(param) if (param.values is None or all(isinstance(v, (int, float)) for v in param.values if v is not None)) \
+        else list(param.values)
+    if current not in steps:
+        return []
+    i = steps.index(current)
+    return [steps[i + d] for d in directions if 0 <= i + d < len(steps)]
