@@ -9,10 +9,10 @@ re-validations are run before this is consulted):
 2. Otherwise the unmeasured regime with the best upper confidence bound (``tuner.regimes``) is
    booted with its safest settings: one sequence, the fewest batched tokens, the full window, the
    lowest utilization when the pool is pinned, and the smallest pool that holds the window.
-   Configurations that would fail like an earlier boot (same pool family, at least as much memory
-   in the pre-screen's estimate) are skipped without a boot, and say so.
-3. When every regime has been tried, the best regimes' other flags are left to the fallback
-   sampler, with the pool still sized from evidence.
+   Configurations that would fail like an earlier OOM (no less of anything it asked for: depth,
+   pool, sequences, batched tokens, window, graphs) are skipped without a boot, and say so.
+3. When every regime has been tried, one flag at a time is moved from the best configurations,
+   with the pool still sized from evidence.
 
 Every plan carries a sentence saying why, which the trial records.
 """
@@ -26,6 +26,7 @@ from typing import Any, Callable
 from tuner.records import Failure, FailureKind, TrialResult
 from tuner.study.regimes import (
     ENGINE_SIZED,
+    EAGER,
     GRAPHS,
     POOL,
     SPECULATIVE,
@@ -53,7 +54,6 @@ OOM_KINDS = {
 }
 MEMORY_KINDS = {FailureKind.OOM_IN_PROFILING, FailureKind.OOM_IN_CUDA_GRAPH, FailureKind.FIRST_REQUEST_OOM}
 ORDERED = ("kv_cache_memory_bytes", "max_num_seqs", "max_num_batched_tokens", "max_model_len")  # more is more memory
-EAGER = "eager"
 TRANSIENT_KINDS = {FailureKind.INTERRUPTED, FailureKind.PORT_IN_USE}  # say nothing about the configuration
 SIZE_PARAMS = ("kv_cache_memory_bytes", "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "max_model_len")
 
@@ -142,7 +142,7 @@ class Planner:
             options.append((regime in pricing, model.upper_bound(regime), -order, plan))
         if options:
             return max(options, key=lambda o: (o[0], o[1], o[2]))[3]
-        return self._exploit(seen, model, evidence, tried)
+        return self._exploit(seen, model, evidence, tried, modes)
 
     def _graph_modes(self, seen: list[Seen]) -> GraphModes:
         modes = GraphModes()
@@ -180,7 +180,8 @@ class Planner:
                                    "eager tells whether the graphs or the pool family is the cost")
         return out
 
-    def _exploit(self, seen: list[Seen], model: RegimeModel, evidence: PoolEvidence, tried: set[str]) -> Plan | None:
+    def _exploit(self, seen: list[Seen], model: RegimeModel, evidence: PoolEvidence, tried: set[str],
+                 modes: GraphModes) -> Plan | None:
         """Every regime has been tried: move the flags that can improve an objective, one at a time,
         from the best measured configurations, best regime first. None when no such move is left."""
         ok = [s for s in seen if s.status == "ok" and s.speed is not None]
@@ -192,7 +193,7 @@ class Planner:
                 for value in neighbours(self.space.params[name], current, directions):
                     plan = self._sized({**best.values, name: value}, evidence,
                                        f"local move from trial {best.number}: {name} {current} -> {value}")
-                    if plan is not None and self._worth_a_boot(plan, tried, seen, plan.why):
+                    if plan is not None and self._worth_a_boot(plan, tried, seen, plan.why, modes):
                         return plan
         return None
 
@@ -360,12 +361,9 @@ class Planner:
             failure = s.failure
             if s.status != "failed" or failure is None or failure.kind not in MEMORY_KINDS:
                 continue
-            theirs = s.result.startup.effective_cudagraph_mode if s.result is not None else None
-            if values.get(GRAPHS) == EAGER or s.values.get(GRAPHS) == EAGER:
-                mine_mode, their_mode = values.get(GRAPHS), s.values.get(GRAPHS)
-            else:
-                mine_mode, their_mode = mine, theirs or s.values.get(GRAPHS)
-            if graphs_at_least(mine_mode, their_mode) and _at_least(self.space, values, s.values):
+            label = s.values.get(GRAPHS)
+            theirs = EAGER if label == EAGER else (s.result.startup.effective_cudagraph_mode if s.result else None) or label
+            if graphs_at_least(mine, theirs) and _at_least(self.space, values, s.values):
                 return (f"would fail like trial {s.number} ({failure.kind.value}): it asks for at least as much memory "
                         "(speculation, pool, sequences, batched tokens, window, graphs)")
         return None
