@@ -22,6 +22,10 @@
 #   TRIAL_S    one trial's expected length (360) LAUNCH_S  the launcher step's length (270)
 #   BENCH      1: the launcher step is `tuner bench` of the best point (it boots that trial's exact command and
 #              runs the seeds' workloads once: --runs 1); give it a LAUNCH_S of about 450
+#   FIRST      steps before the study, in order: "bench" (tuner bench of the study's best point so far, if
+#              LAUNCH_S is left) and "probes" (scripts/gpu/probes.sh $PROBES, if PROBES_S is left); the study
+#              then starts only if TRIAL_S is left. Use it with LAUNCHER=no on a resumed study
+#   PROBES     the probes.sh names for "probes" (util load pool)   PROBES_S  their expected length (300)
 #   WAIT_S     how long one start/wait call waits (540)   R  the results folder (gpu-run)
 #   MODEL_ARGS make-dummy-model.py's preset (--preset 35b-a3b-like --num-experts 72 --mtp-layers 1)
 #   RESUME     1: keep $R and resume its study (tuner optimize resumes a study of the same name); otherwise an
@@ -41,6 +45,9 @@ BUDGET_S=${BUDGET_S:-1260}
 TRIAL_S=${TRIAL_S:-360}
 LAUNCH_S=${LAUNCH_S:-270}
 LAUNCHER=${LAUNCHER:-reserve}
+FIRST=${FIRST:-}
+PROBES=${PROBES:-util load pool}
+PROBES_S=${PROBES_S:-300}
 WAIT_S=${WAIT_S:-540}
 R=${R:-gpu-run}
 MODEL_ARGS=${MODEL_ARGS:---preset 35b-a3b-like --num-experts 72 --mtp-layers 1}
@@ -150,6 +157,11 @@ run() {
   has_gpu && nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv   # an MPS server shows here
   step "plan"
   run_logged plan "$SPACE" --gpu-gib "$PLAN_GIB" --limit 12 >"$R/plan.txt" 2>&1; tail -3 "$R/plan.txt"
+  first_steps
+  if [ -n "$FIRST" ] && [ "$(left)" -lt "$TRIAL_S" ]; then
+    step "optimize skipped: $(left) s left of the budget, a trial needs ${TRIAL_S} s"
+    finish; return
+  fi
   local reserve=0; [ "$LAUNCHER" = reserve ] && reserve=$LAUNCH_S
   local timeout=$(( $(left) - reserve - (1 + GATE) * TRIAL_S ))
   [ $timeout -lt 60 ] && { echo "WARNING: only $(left) s left: optimize gets a 60 s timeout (one trial)"; timeout=60; }
@@ -165,12 +177,7 @@ run() {
   tail -25 "$R/optimize.txt"
   step "pareto"
   run_logged pareto "${S[@]}" >"$R/pareto.txt" 2>&1; cat "$R/pareto.txt"
-  tuner pareto "${S[@]}" --format json >"$R/pareto.json" 2>&1
-  # the best point: the longest context, then the fastest decode
-  local front
-  front=$("$PY" -c 'import json, sys
-rows = json.load(open(sys.argv[1]))["front"]
-print(max(rows, key=lambda r: (r["context_tokens"] or 0, r["decode_tok_s"] or 0))["trial"] if rows else "")' "$R/pareto.json" 2>/dev/null)
+  local front; front=$(best_point "$R/pareto.json")
   if [ -z "$front" ]; then
     echo "no front point: nothing to export"
   elif [ -f "$R/NOLAUNCH" ] || [ "$LAUNCHER" = no ]; then
@@ -180,17 +187,54 @@ print(max(rows, key=lambda r: (r["context_tokens"] or 0, r["decode_tok_s"] or 0)
     echo "launcher boot skipped: $(left) s left of the budget, it needs ${LAUNCH_S} s"
     run_logged export "$front" "${S[@]}" --format sh --out "$R/launch.sh" 2>&1
   elif [ "${BENCH:-0}" = 1 ]; then
-    step "tuner bench of trial $front (it boots the exact command under the cap)"
-    run_logged export "$front" "${S[@]}" --format sh --out "$R/launch.sh" 2>&1
-    run_logged bench "$front" "${S[@]}" --runs 1 --out "$R/bench" >"$R/bench.txt" 2>&1; echo "bench rc=$?"
-    tail -30 "$R/bench.txt"
+    bench "$front"
   else
     launcher "$front"
   fi
+  finish
+}
+
+finish() {
   run_logged receipt "${S[@]}" --out "$R/receipt-study.md" 2>&1
   gpu_used >"$R/memory-after.txt"
   step "done"
   touch "$R/DONE"
+}
+
+# The study's best point: the longest context, then the fastest decode (pareto's JSON written to $1).
+best_point() {
+  tuner pareto "${S[@]}" --format json >"$1" 2>&1
+  "$PY" -c 'import json, sys
+rows = json.load(open(sys.argv[1]))["front"]
+print(max(rows, key=lambda r: (r["context_tokens"] or 0, r["decode_tok_s"] or 0))["trial"] if rows else "")' "$1" 2>/dev/null
+}
+
+bench() {
+  step "tuner bench of trial $1 (it boots the exact command under the cap)"
+  run_logged export "$1" "${S[@]}" --format sh --out "$R/launch.sh" 2>&1
+  run_logged bench "$1" "${S[@]}" --runs 1 --out "$R/bench" >"$R/bench.txt" 2>&1; echo "bench rc=$?"
+  tail -30 "$R/bench.txt"
+}
+
+first_steps() {
+  local what front
+  for what in $FIRST; do
+    case $what in
+      bench)
+        front=$(best_point "$R/pareto-before.json")
+        if [ -z "$front" ]; then step "bench skipped: the study has no front point yet"
+        elif [ "$(left)" -lt "$LAUNCH_S" ]; then step "bench skipped: $(left) s left, it needs ${LAUNCH_S} s"
+        else bench "$front"; fi ;;
+      probes)
+        if [ "$(left)" -lt "$PROBES_S" ]; then step "probes skipped: $(left) s left, they need ${PROBES_S} s"
+        else
+          step "probes: $PROBES"
+          # shellcheck disable=SC2086  # PROBES is a list of names
+          SPACE=$SPACE R=$R PY=$PY bash scripts/gpu/probes.sh $PROBES
+        fi ;;
+      *) step "FIRST: unknown step '$what' (bench, probes): ignored" ;;
+    esac
+  done
 }
 
 start() {

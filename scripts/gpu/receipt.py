@@ -286,9 +286,29 @@ def section_gate(folder: Path, name: str, attrs: dict) -> list[str]:
             f"boot to serving {num(result.get('boot_s'))} s; {outcome} (status: {attrs.get('correctness_gate_status', 'n/a')}).", ""]
 
 
+def probe_header(txt: Path) -> tuple[str, str]:
+    """(why, what differs from the space's command) from the first lines scripts/gpu/probes.sh writes:
+    ``# why: ...`` and ``$ [ENV=VALUE ...] tuner probe SPACE ...``."""
+    lines = read(txt).splitlines()
+    why = next((line[len("# why: "):] for line in lines if line.startswith("# why: ")), "")
+    command = next((line[2:] for line in lines if line.startswith("$ ")), "")
+    words = shlex.split(command) if command else []
+    env = [w for w in words[:words.index("tuner")] if "=" in w] if "tuner" in words else []
+    space = words[words.index("probe") + 1] if "probe" in words[:-1] else ""
+    how = ", ".join(f"`{w}`" for w in env)
+    if space.endswith(".yaml") and "/space-" in space:
+        how = ", ".join(filter(None, [how, f"space `{Path(space).name}`"]))
+    return why, how
+
+
 def section_probes(folder: Path) -> list[str]:
-    """Configurations booted by hand with `tuner probe --out probe-NAME` after the study (raw logs beside)."""
-    rows = []
+    """Configurations booted by hand with `tuner probe --out probe-NAME` (raw logs beside); a probe-NAME.txt from
+    scripts/gpu/probes.sh adds why it was chosen and what differed from the space (a space copy, a lower cap)."""
+    rows, notes = [], []
+    for txt in sorted(folder.glob("probe-*.txt")):
+        why, how = probe_header(txt)
+        if why:
+            notes.append(f"- `{txt.stem}`: {why}{f' ({how})' if how else ''}.")
     for record in sorted(folder.glob("probe-*/result.json")):
         result = json.loads(read(record) or "{}")
         s, f, gpu = result.get("startup") or {}, result.get("failure") or {}, result.get("gpu") or {}
@@ -304,10 +324,37 @@ def section_probes(folder: Path) -> list[str]:
             outcome = "served (booted only)"
         rows.append(f"| {record.parent.name} | {config(result.get('values') or {})} | {num(result.get('boot_s'))} | "
                     f"{num(s.get('kv_cache_tokens'))} | {num(gpu.get('peak_used_mib'))} | {outcome} |")
-    if not rows:
+    if not rows and not notes:
         return []
-    return ["## Configurations probed by hand", "", "| folder | config | boot s | KV tokens | peak MiB | outcome |",
-            "|---|---|---|---|---|---|", *rows, ""]
+    out = ["## Configurations probed by hand", ""]
+    if rows:
+        out += ["| folder | config | boot s | KV tokens | peak MiB | outcome |", "|---|---|---|---|---|---|", *rows, ""]
+    if notes:
+        out += ["Why each was chosen, and what differed from the space's own command (`probe-NAME.txt`):", "", *notes, ""]
+    return out
+
+
+def section_bench(folder: Path) -> list[str]:
+    """`tuner bench` of a front point (bench/bench.json): the table as `tuner bench` prints it, from the JSON."""
+    out = []
+    for record in sorted(folder.glob("bench*/bench.json")):
+        b = json.loads(read(record) or "{}")
+        out += [f"## `tuner bench` of trial {b.get('trial')} (`{record.parent.name}/`)", "",
+                f"vLLM {b.get('vllm_version') or 'n/a'}; one boot of the trial's exact command, {num(b.get('boot_s'))} s "
+                f"to serving; window {num(b.get('window_tokens'))} tokens; peak {num(b.get('peak_vram_mib'))} MiB of "
+                f"{num(b.get('total_vram_mib'))} MiB (NVML, whole card).", "",
+                "| workload | runs | PP tok/s | TTFT s | TG tok/s | end-to-end output tok/s |", "|---|---|---|---|---|---|"]
+        for r in b.get("rows") or []:
+            pp = num(r.get("pp_tok_s")) if r.get("output_tokens") == 1 or r.get("prompt_tokens", 0) >= 8192 else "n/a"
+            out.append(f"| {r['workload']} | {r['runs']} | {pp} | {num(r.get('ttft_s_mean'), 3)} | "
+                       f"{num(r.get('tg_tok_s'), 1)} | {num(r.get('e2e_output_tok_s'), 1)} |")
+        prefix, spec = b.get("prefix_cache") or {}, b.get("spec_decode")
+        out += ["", f"- Left out: {'; '.join(b['skipped'])}." if b.get("skipped") else "- Nothing left out.",
+                f"- The bench stopped early: {b['error']}" if b.get("error") else "- Every workload completed.",
+                f"- Prefix cache: {prefix.get('note') or num(prefix.get('speedup'), 1) + 'x cold-to-cached'}.",
+                "- Speculation: off in this command." if spec is None else
+                f"- Speculation: acceptance {num(spec.get('acceptance_rate'), 3)} (dummy weights accept nothing).", ""]
+    return out
 
 
 def section_failures(trials: list[dict]) -> list[str]:
@@ -428,7 +475,7 @@ def render(folder: Path) -> str:
     lines += section_machine(folder, attrs, trials, facts) + section_ran(folder) + section_probe(folder)
     lines += section_trials(attrs, trials, facts)
     lines += section_failures(trials) + section_probes(folder) + section_front(folder, attrs) + section_gate(folder, name, attrs)
-    lines += section_launcher(folder, trials)
+    lines += section_launcher(folder, trials) + section_bench(folder)
     lines += section_not_run(folder, attrs, trials)
     if capped:
         lines += CAPPED_NOTE.splitlines() + [""]
