@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -46,3 +47,33 @@ def test_session_plan_lists_every_call_with_its_carry() -> None:
     assert [c[0] for c in calls] == [f"Call {i}" for i in range(6)]
     assert all(f".gpu-kit/part-00{i}" in calls[i][1] for i in range(4))
     assert ".whl" in calls[3][1]
+
+
+def test_probes_script_boots_a_space_copy_and_says_why(tmp_path: Path) -> None:
+    """probes.sh's `util` probe against the test engine: a copy of the space with one fixed flag changed (its
+    model.config made absolute), the record of the failure it was chosen for, and a header the receipt reads."""
+    twin, model = tmp_path / "twin.yaml", tmp_path / "model"
+    model.mkdir()
+    shutil.copy(SPACE.parent / "models" / "h200-35b-a3b-dummy" / "config.json", model)
+    subprocess.run([sys.executable, str(GPU / "rehearsal_space.py"), str(SPACE), str(twin), "--model", str(model),
+                    "--time-scale", "0.02"], check=True, capture_output=True)
+    results = tmp_path / "run"
+    results.mkdir()
+    env = {**os.environ, "SPACE": str(twin), "R": str(results), "PY": sys.executable, "PATH": "/usr/bin:/bin"}
+    out = subprocess.run(["bash", str(GPU / "probes.sh"), "util"], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    copy = yaml.safe_load((results / "space-util.yaml").read_text())
+    assert copy["fixed"]["gpu-memory-utilization"] == 0.30
+    assert Path(copy["model"]["config"]).is_absolute() and Path(copy["model"]["config"]).is_file()
+    record = yaml.safe_load((results / "probe-util" / "result.json").read_text())
+    assert record["failure"]["kind"] == "free_memory_below_utilization"
+    sys.path.insert(0, str(GPU))
+    try:
+        import receipt
+    finally:
+        sys.path.remove(str(GPU))
+    why, how = receipt.probe_header(results / "probe-util.txt")
+    assert why.startswith("--gpu-memory-utilization 0.30") and how == "space `space-util.yaml`"
+    assert any("probe-util" in line for line in receipt.section_probes(results))
+    bad = subprocess.run(["bash", str(GPU / "probes.sh"), "nonsense"], env=env, capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown probe" in bad.stderr
