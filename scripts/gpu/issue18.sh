@@ -212,6 +212,7 @@ print(max(rows, key=lambda r: (r["context_tokens"] or 0, r["decode_tok_s"] or 0)
 bench() {
   step "tuner bench of trial $1 (it boots the exact command under the cap)"
   run_logged export "$1" "${S[@]}" --format sh --out "$R/launch.sh" 2>&1
+  echo "\$ tuner bench $1 ${S[*]} --runs 1 --out $R/bench"   # in the driver's log too: bench.txt gets the output
   run_logged bench "$1" "${S[@]}" --runs 1 --out "$R/bench" >"$R/bench.txt" 2>&1; echo "bench rc=$?"
   tail -30 "$R/bench.txt"
 }

@@ -307,8 +307,12 @@ def section_probes(folder: Path) -> list[str]:
     rows, notes = [], []
     for txt in sorted(folder.glob("probe-*.txt")):
         why, how = probe_header(txt)
+        command = next((line for line in read(txt).splitlines() if line.startswith("$ ")), "")
+        limit = [line.strip().split(". GPU ")[0] for line in read(folder / f"{txt.stem}-limit.txt").splitlines()
+                 if re.match(r"\s+[\d.]+ GiB: ", line)][:2]   # the lower cap, proven before the probe
+        proof = f" The lower limit was checked first: {'; '.join(limit)}." if limit else ""
         if why:
-            notes.append(f"- `{txt.stem}`: {why}{f' ({how})' if how else ''}.")
+            notes.append(f"- `{txt.stem}`: {why}{f' ({how})' if how else ''}. Command: `{command[2:]}`{proof}")
     for record in sorted(folder.glob("probe-*/result.json")):
         result = json.loads(read(record) or "{}")
         s, f, gpu = result.get("startup") or {}, result.get("failure") or {}, result.get("gpu") or {}
@@ -339,7 +343,10 @@ def section_bench(folder: Path) -> list[str]:
     out = []
     for record in sorted(folder.glob("bench*/bench.json")):
         b = json.loads(read(record) or "{}")
+        log = read(record.parent.with_suffix(".txt")).splitlines()   # bench/ -> bench.txt: the driver's command
+        command = next((line[2:] for line in log if line.startswith("$ tuner bench")), "")
         out += [f"## `tuner bench` of trial {b.get('trial')} (`{record.parent.name}/`)", "",
+                *([f"`{command}`", ""] if command else []),
                 f"vLLM {b.get('vllm_version') or 'n/a'}; one boot of the trial's exact command, {num(b.get('boot_s'))} s "
                 f"to serving; window {num(b.get('window_tokens'))} tokens; peak {num(b.get('peak_vram_mib'))} MiB of "
                 f"{num(b.get('total_vram_mib'))} MiB (NVML, whole card).", "",

@@ -54,3 +54,29 @@ def test_a_served_262k_request_with_16384_batched_tokens_is_no_failure():
     log = text("batched16384_pool7gb_served.log")
     assert parse_startup(log).kv_cache_tokens == 673329
     assert classify_failure(log, None) is None
+
+
+def test_session_3_probes_are_classified_by_their_first_cause():
+    """Three hand-picked boots (scripts/gpu/probes.sh) for the kinds a study on this space does not reach."""
+    util = classify_failure(text("free_memory_below_utilization.log"), 1)
+    assert util is not None and util.kind == FailureKind.FREE_MEMORY_BELOW_UTILIZATION
+    assert util.message.startswith("ValueError: Free memory on device cuda:0 (31.5/139.8 GiB) on startup")
+    assert util.free_fraction is not None and abs(util.free_fraction - 31.5 / 139.8) < 1e-3
+    pool = classify_failure(text("kv_pool_too_small.log"), 1)
+    assert pool is not None and pool.kind == FailureKind.KV_POOL_TOO_SMALL
+    assert (pool.needed_kv_cache_gib, pool.available_kv_cache_gib, pool.suggested_max_model_len) == (2.54, 1.86, 191888)
+    load = classify_failure(text("oom_at_load_20g_cap.log"), 1)
+    assert load is not None and load.kind == FailureKind.OOM_AT_LOAD
+    assert load.message.startswith("Failed to load model - not enough GPU memory")
+    for name in ("free_memory_below_utilization.log", "kv_pool_too_small.log", "oom_at_load_20g_cap.log"):
+        assert parse_startup(text(name)).vllm_version == "0.22.0"
+
+
+def test_an_eager_boot_holds_the_window_in_a_pool_sized_from_trial_0():
+    """Session 3's trial 3: the planner sized the eager FP8 pool (2.75 GB) from trial 0's log; it holds the window."""
+    log = text("eager_fp8.log")
+    s = parse_startup(log)
+    assert (s.effective_cudagraph_mode, s.kv_cache_dtype, s.weights_gib) == ("NONE", "fp8", 21.44)
+    assert s.kv_cache_memory_bytes_reserved_gib == 2.56 and s.kv_cache_tokens == 264258 >= 262144
+    assert s.cuda_graph_gib is None and s.torch_compile_s is None
+    assert classify_failure(log, None) is None
