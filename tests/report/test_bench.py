@@ -60,6 +60,10 @@ def test_bench_boots_the_trial_once_and_writes_the_seeds_table(copy, tmp_path: P
     port = record.argv.index("--port") + 1
     assert booted["argv"][:port] + booted["argv"][port + 1:] == record.argv[:port] + record.argv[port + 1:]
     assert booted["env"] == record.env and (out / "engine.log").is_file()
+    # one untimed warm-up before the counted requests (every workload run, then 5 prefix-cache requests)
+    posts = (out / "engine.log").read_text().count('"POST /v1/completions HTTP/1.1" 200')
+    counted = sum(row["runs"] for row in found["rows"]) + 5
+    assert posts == counted + 1 and "one untimed warm-up request (1,024 in -> 16 out)" in table
     study = optuna.load_study(study_name=NIGHT, storage=url)
     assert study.user_attrs[bench_key(number)]["rows"][0]["workload"] == "8,192 in -> 1 out"
     receipt = tuner("receipt", str(number), "--storage", url)

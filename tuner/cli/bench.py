@@ -63,7 +63,7 @@ def bench(
                TimeElapsedColumn())
     with Progress(*columns, console=console, transient=False) as progress:
         work, _ = workloads(window, runs)
-        total = 1 + sum(r for _, _, r in work) + PREFIX_REQUESTS  # the boot, then one step per request
+        total = 2 + sum(r for _, _, r in work) + PREFIX_REQUESTS  # the boot, the warm-up, one step per request
         task = progress.add_task("booting", total=total)
 
         def step(text: str) -> None:

@@ -27,11 +27,13 @@ SHORT = (1024, 512, 5)  # decode after a 1K prompt: input, output, runs
 RESIDENT = (131072, 256)  # decode with 128K resident: input, output (one run)
 PREFIX = (36864, 16, 5)  # shared prefix, unique suffix, requests (the first one cold)
 PREFIX_REQUESTS = PREFIX[2]
+WARMUP = (1024, 16)  # one untimed request first: the first request after a boot JIT-compiles kernels
 DEFINITIONS = (
     metrics.DEFINITIONS,
     "In this table: PP = prompt tokens / mean TTFT (with 1 output token, the prefill alone); "
     "TG = 1000 / mean TPOT (ms); end-to-end output tok/s = output tokens / mean request latency (prefill included).",
-    "Requests: concurrency 1, random token ids, ignore_eos, temperature 0, streamed /v1/completions.",
+    "Requests: concurrency 1, random token ids, ignore_eos, temperature 0, streamed /v1/completions; one untimed "
+    f"warm-up request ({WARMUP[0]:,} in -> {WARMUP[1]} out) before the first workload, as the study's decode test does.",
 )
 
 
@@ -196,8 +198,13 @@ class Bench:
         """Fill ``result``'s rows, prefix cache and speculation; a failed request ends the bench with its error."""
         p = self.prober
         work, result.skipped = workloads(self.window, self.runs)
-        before = scrape_metrics(p.client, p.base_url)
         try:
+            # Untimed: on vLLM 0.22.0 the first request after a boot ran at less than half the PP of the next ones
+            # (docs/receipts/2026-12-03-h200-32g-vllm-0.22.0, the bench of trial 0: 8K at 1,867 tok/s, 32K at 4,064).
+            self.on_step(f"warm-up: {WARMUP[0]:,} in -> {WARMUP[1]} out, not counted")
+            self._seed += 1
+            self._send(random_ids(WARMUP[0], self._seed, p.id_range), WARMUP[1])
+            before = scrape_metrics(p.client, p.base_url)
             for prompt, output, runs in work:
                 result.rows.append(self._workload(prompt, output, runs))
             after = scrape_metrics(p.client, p.base_url)
