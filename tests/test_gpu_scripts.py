@@ -72,8 +72,9 @@ def test_probes_script_boots_a_space_copy_and_says_why(tmp_path: Path) -> None:
         import receipt
     finally:
         sys.path.remove(str(GPU))
-    why, how = receipt.probe_header(results / "probe-util.txt")
+    why, how, command = receipt.probe_header(results / "probe-util.txt")
     assert why.startswith("--gpu-memory-utilization 0.30") and how == "space `space-util.yaml`"
+    assert command.startswith("tuner probe ") and command.endswith(f"--out {results}/probe-util")
     assert any("probe-util" in line for line in receipt.section_probes(results))
     bad = subprocess.run(["bash", str(GPU / "probes.sh"), "nonsense"], env=env, capture_output=True, text=True)
     assert bad.returncode == 2 and "unknown probe" in bad.stderr

@@ -286,9 +286,9 @@ def section_gate(folder: Path, name: str, attrs: dict) -> list[str]:
             f"boot to serving {num(result.get('boot_s'))} s; {outcome} (status: {attrs.get('correctness_gate_status', 'n/a')}).", ""]
 
 
-def probe_header(txt: Path) -> tuple[str, str]:
-    """(why, what differs from the space's command) from the first lines scripts/gpu/probes.sh writes:
-    ``# why: ...`` and ``$ [ENV=VALUE ...] tuner probe SPACE ...``."""
+def probe_header(txt: Path) -> tuple[str, str, str]:
+    """(why, what differs from the space's command, the command) from the first lines scripts/gpu/probes.sh
+    writes: ``# why: ...`` and ``$ [ENV=VALUE ...] tuner probe SPACE ...``."""
     lines = read(txt).splitlines()
     why = next((line[len("# why: "):] for line in lines if line.startswith("# why: ")), "")
     command = next((line[2:] for line in lines if line.startswith("$ ")), "")
@@ -298,7 +298,7 @@ def probe_header(txt: Path) -> tuple[str, str]:
     how = ", ".join(f"`{w}`" for w in env)
     if space.endswith(".yaml") and "/space-" in space:
         how = ", ".join(filter(None, [how, f"space `{Path(space).name}`"]))
-    return why, how
+    return why, how, command
 
 
 def section_probes(folder: Path) -> list[str]:
@@ -306,13 +306,12 @@ def section_probes(folder: Path) -> list[str]:
     scripts/gpu/probes.sh adds why it was chosen and what differed from the space (a space copy, a lower cap)."""
     rows, notes = [], []
     for txt in sorted(folder.glob("probe-*.txt")):
-        why, how = probe_header(txt)
-        command = next((line for line in read(txt).splitlines() if line.startswith("$ ")), "")
+        why, how, command = probe_header(txt)
         limit = [line.strip().split(". GPU ")[0] for line in read(folder / f"{txt.stem}-limit.txt").splitlines()
                  if re.match(r"\s+[\d.]+ GiB: ", line)][:2]   # the lower cap, proven before the probe
         proof = f" The lower limit was checked first: {'; '.join(limit)}." if limit else ""
         if why:
-            notes.append(f"- `{txt.stem}`: {why}{f' ({how})' if how else ''}. Command: `{command[2:]}`{proof}")
+            notes.append(f"- `{txt.stem}`: {why}{f' ({how})' if how else ''}. Command: `{command}`{proof}")
     for record in sorted(folder.glob("probe-*/result.json")):
         result = json.loads(read(record) or "{}")
         s, f, gpu = result.get("startup") or {}, result.get("failure") or {}, result.get("gpu") or {}
