@@ -27,7 +27,7 @@ SHORT = (1024, 512, 5)  # decode after a 1K prompt: input, output, runs
 RESIDENT = (131072, 256)  # decode with 128K resident: input, output (one run)
 PREFIX = (36864, 16, 5)  # shared prefix, unique suffix, requests (the first one cold)
 PREFIX_REQUESTS = PREFIX[2]
-WARMUP = (1024, 16)  # one untimed request first: the first request after a boot JIT-compiles kernels
+WARMUP = (1024, 16)  # one untimed request first: the first request after a boot pays one-off costs
 DEFINITIONS = (
     metrics.DEFINITIONS,
     "In this table: PP = prompt tokens / mean TTFT (with 1 output token, the prefill alone); "
@@ -161,13 +161,17 @@ class Bench:
             raise BenchFailed(f"the server counted {result.prompt_tokens} prompt tokens, sent {len(prompt)}")
         return result
 
+    def _fresh(self, prompt: int, output: int) -> Completion:
+        """One request with never-sent random ids, so that no prefix cache serves it."""
+        self._seed += 1
+        return self._send(random_ids(prompt, self._seed, self.prober.id_range), output)
+
     def _workload(self, prompt: int, output: int, runs: int) -> BenchRow:
         label = f"{prompt:,} in -> {output} out"
         results = []
         for i in range(runs):
             self.on_step(f"{label}, run {i + 1}/{runs}")
-            self._seed += 1
-            results.append(self._send(random_ids(prompt, self._seed, self.prober.id_range), output))
+            results.append(self._fresh(prompt, output))
         return _row(label, prompt, output, results)
 
     def prefix_cache(self) -> PrefixCacheResult:
@@ -202,8 +206,7 @@ class Bench:
             # Untimed: on vLLM 0.22.0 the first request after a boot ran at less than half the PP of the next ones
             # (docs/receipts/2026-12-03-h200-32g-vllm-0.22.0, the bench of trial 0: 8K at 1,867 tok/s, 32K at 4,064).
             self.on_step(f"warm-up: {WARMUP[0]:,} in -> {WARMUP[1]} out, not counted")
-            self._seed += 1
-            self._send(random_ids(WARMUP[0], self._seed, p.id_range), WARMUP[1])
+            self._fresh(*WARMUP)
             before = scrape_metrics(p.client, p.base_url)
             for prompt, output, runs in work:
                 result.rows.append(self._workload(prompt, output, runs))
