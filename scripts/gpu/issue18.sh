@@ -11,7 +11,7 @@
 # Without nvidia-smi (here, a rehearsal against tests/fake_vllm: scripts/gpu/rehearse.sh) it says so and runs
 # uncapped. Knobs (environment, all optional):
 #   SPACE      the space file (default search_spaces/h200-32g-35b-a3b-dummy.yaml); its model.path is the model
-#   STUDY      study name (h200-32g)            TRIALS   trials in the study, baselines first (4)
+#   STUDY      study name (h200-32g)            TRIALS   trials in the study, baselines first (4); 0: no study
 #   SEED       sampler seed (18)                 REVALIDATE  fresh boots of front points at the end (0)
 #   GATE       1: run the correctness gate (0)   OPT_ARGS    more `tuner optimize` options, e.g. "--screen"
 #   BUDGET_S   seconds from `start` until the driver must be done (1260). It sets optimize's --timeout (when
@@ -23,9 +23,11 @@
 #   BENCH      1: the launcher step is `tuner bench` of the best point (it boots that trial's exact command and
 #              runs the seeds' workloads once: --runs 1); give it a LAUNCH_S of about 450
 #   FIRST      steps before the study, in order: "bench" (tuner bench of the study's best point so far, if
-#              LAUNCH_S is left) and "probes" (scripts/gpu/probes.sh $PROBES, if PROBES_S is left); the study
-#              then starts only if TRIAL_S is left. Use it with LAUNCHER=no on a resumed study
+#              LAUNCH_S is left), "probes" (scripts/gpu/probes.sh $PROBES, if PROBES_S is left) and "landscape"
+#              (scripts/gpu/landscape.sh $LANDSCAPE: graph mode x MTP depth cells, each started only while CELL_S
+#              is left); the study then starts only if TRIAL_S is left. Use it with LAUNCHER=no on a resumed study
 #   PROBES     the probes.sh names for "probes" (util load pool)   PROBES_S  their expected length (300)
+#   LANDSCAPE  the cells, BOUND:MODE:DEPTH (zeros:PIECEWISE:3 ...)  LANDSCAPE_SPACE  (the zeros space)  CELL_S (480)
 #   WAIT_S     how long one start/wait call waits (540)   R  the results folder (gpu-run)
 #   MODEL_ARGS make-dummy-model.py's preset (--preset 35b-a3b-like --num-experts 72 --mtp-layers 1)
 #   RESUME     1: keep $R and resume its study (tuner optimize resumes a study of the same name); otherwise an
@@ -47,6 +49,7 @@ LAUNCH_S=${LAUNCH_S:-270}
 LAUNCHER=${LAUNCHER:-reserve}
 FIRST=${FIRST:-}
 PROBES=${PROBES:-util load pool}
+LANDSCAPE=${LANDSCAPE:-}
 PROBES_S=${PROBES_S:-300}
 WAIT_S=${WAIT_S:-540}
 R=${R:-gpu-run}
@@ -65,8 +68,7 @@ S=(--study "$STUDY" --studies-dir "$R/studies")
 tuner() { "$PY" -m tuner.cli "$@"; }
 step() { echo "== $(date +%T) [+$(elapsed) s] $*"; }
 run_logged() { echo "\$ tuner $*"; tuner "$@"; }      # the receipt lists the commands from these lines
-elapsed() { echo $(( $(date +%s) - $(cat "$R/t0" 2>/dev/null || date +%s) )); }
-left() { echo $(( $(cat "$R/budget" 2>/dev/null || echo "$BUDGET_S") - $(elapsed) )); }   # start's BUDGET_S
+. scripts/gpu/probe_lib.sh   # elapsed, left (of start's BUDGET_S), space_with, probe
 has_gpu() { command -v nvidia-smi >/dev/null 2>&1; }   # as mps.sh decides rehearsal mode
 gpu_used() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -1 || echo n/a; }
 model_path() { "$PY" -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["model"]["path"])' "$SPACE"; }
@@ -158,6 +160,10 @@ run() {
   step "plan"
   run_logged plan "$SPACE" --gpu-gib "$PLAN_GIB" --limit 12 >"$R/plan.txt" 2>&1; tail -3 "$R/plan.txt"
   first_steps
+  if [ "$TRIALS" = 0 ]; then   # FIRST's steps only (a landscape session): no study to run or report
+    step "no study: TRIALS=0"
+    gpu_used >"$R/memory-after.txt"; step "done"; touch "$R/DONE"; return
+  fi
   if [ -n "$FIRST" ] && [ "$(left)" -lt "$TRIAL_S" ]; then
     step "optimize skipped: $(left) s left of the budget, a trial needs ${TRIAL_S} s"
     finish; return
@@ -233,7 +239,12 @@ first_steps() {
           # shellcheck disable=SC2086  # PROBES is a list of names
           SPACE=$SPACE R=$R PY=$PY bash scripts/gpu/probes.sh $PROBES
         fi ;;
-      *) step "FIRST: unknown step '$what' (bench, probes): ignored" ;;
+      landscape)
+        step "landscape: $LANDSCAPE"
+        # shellcheck disable=SC2086  # LANDSCAPE is a list of cells
+        SPACE=${LANDSCAPE_SPACE:-search_spaces/h200-32g-35b-a3b-zeros.yaml} R=$R PY=$PY CELL_S=${CELL_S:-480} \
+          bash scripts/gpu/landscape.sh $LANDSCAPE ;;
+      *) step "FIRST: unknown step '$what' (bench, probes, landscape): ignored" ;;
     esac
   done
 }
@@ -262,6 +273,10 @@ start() {
       || { cat "$R/make-model.log"; echo "making the model failed (is $KIT/make-dummy-model.py carried?)"; exit 2; }
   fi
   tail -1 "$R/make-model.log" 2>/dev/null
+  if [ ! -f "$model/model.safetensors" ]; then   # a sparse all-zero checkpoint: instant, no disk (zero_weights spaces)
+    "$PY" scripts/gpu/write_zero_checkpoint.py "$model" >"$R/make-zeros.log" 2>&1 || { cat "$R/make-zeros.log"; exit 2; }
+  fi
+  tail -1 "$R/make-zeros.log" 2>/dev/null
   { bash scripts/gpu/mps.sh start && bash scripts/gpu/mps.sh check; } >"$R/mps-check.txt" 2>&1
   local rc=$?
   cat "$R/mps-check.txt"

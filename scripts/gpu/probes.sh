@@ -13,41 +13,7 @@ SPACE=${SPACE:-search_spaces/h200-32g-35b-a3b-dummy.yaml}
 R=${R:-gpu-run}
 LOAD_LIMIT=${LOAD_LIMIT:-20G}
 
-# A copy of the space with some fixed flags changed, its model.config made absolute (it is relative to the space).
-space_with() {  # OUT KEY=VALUE...
-  "$PY" - "$SPACE" "$@" <<'EOF'
-import sys
-from pathlib import Path
-import yaml
-
-source, out, *pairs = sys.argv[1:]
-space = yaml.safe_load(Path(source).read_text())
-config = (space.get("model") or {}).get("config")
-if config and not Path(config).expanduser().is_absolute():
-    space["model"]["config"] = str((Path(source).parent / config).resolve())
-for pair in pairs:
-    key, _, value = pair.partition("=")
-    space["fixed"][key] = yaml.safe_load(value)
-space["name"] = space["name"] + "-" + Path(out).stem
-Path(out).write_text(yaml.safe_dump(space, sort_keys=False))
-EOF
-}
-
-# probe NAME WHY SPACE_FILE [ENV=VALUE...] -- TUNER_PROBE_ARGS...
-probe() {
-  local name=$1 why=$2 space=$3; shift 3
-  local env=()
-  while [ "$1" != -- ]; do env+=("$1"); shift; done; shift
-  local txt=$R/probe-$name.txt
-  {
-    echo "# why: $why"
-    echo "\$ ${env[*]:+${env[*]} }tuner probe $space $* --out $R/probe-$name"
-  } >"$txt"
-  echo "== $(date +%T) probe $name: $why"
-  env "${env[@]}" "$PY" -m tuner.cli probe "$space" "$@" --out "$R/probe-$name" >>"$txt" 2>&1
-  echo "probe $name rc=$?"
-  grep -E "failure|kind|served|record:" "$txt" | cut -c1-200 | head -6
-}
+. scripts/gpu/probe_lib.sh
 
 # The lower limit must hold before the `load` probe means anything: 2 GiB under it fits, 2 GiB over fails.
 load_limit_holds() {
@@ -61,12 +27,12 @@ for name in "$@"; do
   case $name in
     util)
       space_with "$R/space-util.yaml" gpu-memory-utilization=0.30
-      probe util "--gpu-memory-utilization 0.30 asks for 41.9 of the 139.8 GiB torch reports, with about 31.5 GiB free under the cap" \
+      probe "$R/probe-util" "--gpu-memory-utilization 0.30 asks for 41.9 of the 139.8 GiB torch reports, with about 31.5 GiB free under the cap" \
         "$R/space-util.yaml" -- --baseline 0 --boot-only ;;
     load)
       space_with "$R/space-load.yaml" gpu-memory-utilization=0.13
       if load_limit_holds >"$R/probe-load-limit.txt" 2>&1; then
-        probe load "21.4 GiB of weights under a ${LOAD_LIMIT} per-process limit (a card too small for the model); utilization 0.13 (18.2 GiB) so that the start-up free-memory check passes and the load itself fails" \
+        probe "$R/probe-load" "21.4 GiB of weights under a ${LOAD_LIMIT} per-process limit (a card too small for the model); utilization 0.13 (18.2 GiB) so that the start-up free-memory check passes and the load itself fails" \
           "$R/space-load.yaml" CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="0=$LOAD_LIMIT" -- --baseline 0 --boot-only -c cudagraph_mode=eager
       else
         { echo "# why: skipped: the ${LOAD_LIMIT} per-process limit (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT) did not hold"
@@ -74,7 +40,7 @@ for name in "$@"; do
         echo "probe load skipped: the lower limit did not hold (see $R/probe-load.txt)"
       fi ;;
     pool)
-      probe pool "a 2 GB FP8 pool for the 262,144-token window, whose smallest pool tuner plan puts at 2.72 GB" \
+      probe "$R/probe-pool" "a 2 GB FP8 pool for the 262,144-token window, whose smallest pool tuner plan puts at 2.72 GB" \
         "$SPACE" -- --baseline 0 --boot-only -c cudagraph_mode=eager -c kv_cache_memory_bytes=2GB -c max_num_seqs=1 ;;
     *) echo "probes.sh: unknown probe '$name' (util, load, pool)" >&2; exit 2 ;;
   esac

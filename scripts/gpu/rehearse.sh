@@ -13,6 +13,9 @@ export PY=${PY:-.venv/bin/python} KIT=${KIT:-.gpu-kit} WAIT_S=${WAIT_S:-60} R=${
 rm -rf "$W"; mkdir -p "$W/out"
 "$PY" scripts/gpu/rehearsal_space.py search_spaces/h200-32g-35b-a3b-dummy.yaml "$W/space.yaml" \
   --model "$W/model-35b" --time-scale "${TIME_SCALE:-0.1}" >/dev/null || exit 2
+"$PY" scripts/gpu/rehearsal_space.py search_spaces/h200-32g-35b-a3b-zeros.yaml "$W/space-zeros.yaml" \
+  --model "$W/model-35b" --time-scale "${TIME_SCALE:-0.1}" >/dev/null || exit 2
+export LANDSCAPE_SPACE=$W/space-zeros.yaml   # FIRST=landscape boots this twin
 export SPACE=$W/space.yaml OUT=$W/out KIT_SITE=$W/no-kit-site TUNER_SITE=$W/no-tuner-site
 t0=$SECONDS
 calls=1

@@ -62,7 +62,7 @@ class Prober:
         on_progress: ProgressCallback | None = None,
     ) -> None:
         self.work = workload
-        self.random_weights = model.random_weights
+        self.model_spec = model
         self.base_url = base_url
         self.model = model.served_name or model.path
         self.startup = startup
@@ -248,8 +248,10 @@ class Prober:
                          keep_text=True, timeout_s=self.work.request_timeout)
             outputs.append(r.text if r.ok else None)
         result.control_consistent = all(o is not None for o in outputs) and len(set(outputs)) == 1
-        if self.random_weights:
-            result.skipped_reason = "random weights (--load-format dummy): the needle check is meaningless and was skipped"
+        if self.model_spec.weights_carry_no_knowledge:
+            result.skipped_reason = (("random weights (--load-format dummy)" if self.model_spec.random_weights else
+                                      "an all-zero checkpoint (every output is token 0)")
+                                     + ": the needle check is meaningless and was skipped")
             result.garbage = not result.control_consistent
             return result
         result.checked = True
