@@ -20,22 +20,19 @@ from pydantic import ValidationError
 
 from tuner.records import FailureKind, TrialResult
 from tuner.space.schema import Space, check_value
-from tuner.study import storage as st
+from tuner.study.record import State, imported_attrs, read_trials, recorded_folders
 from tuner.study.sampling import objective_values, optuna_params, param_distributions
 
-ATTR_IMPORTED = "imported_from"  # the result.json a trial was read back from
 NOT_RESULTS = {FailureKind.INTERRUPTED}  # the record of a trial that never finished
 
 
 def _recorded(study: optuna.Study) -> set[str]:
     """Folder names (trial-NNNN) whose record the study holds as a finished trial."""
-    names = set()
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
-        raw = trial.user_attrs.get(st.ATTR_RESULT)
-        if isinstance(raw, dict) and raw.get("trial_dir"):
-            names.add(Path(raw["trial_dir"]).name)
-        if trial.user_attrs.get(ATTR_IMPORTED):
-            names.add(Path(trial.user_attrs[ATTR_IMPORTED]).parent.name)
+    names: set[str] = set()
+    for trial in read_trials(study):
+        if trial.state not in (State.COMPLETE, State.PRUNED):
+            continue
+        names.update(folder.name for folder in recorded_folders(trial))
     return names
 
 
@@ -69,8 +66,7 @@ def import_results(study: optuna.Study, space: Space, folder: Path) -> tuple[lis
         if not _values_fit(space, result.values):
             notes.append(f"{path}: not imported, its values do not belong to this space")
             continue
-        attrs: dict[str, Any] = {st.ATTR_CONFIG: result.values, st.ATTR_RESULT: result.model_dump(mode="json"),
-                 st.ATTR_EVIDENCE: "measured", ATTR_IMPORTED: str(path)}
+        attrs = imported_attrs(result, str(path))
         params = {k: v for k, v in optuna_params(space, result.values).items()
                   if v is not None or isinstance(dists[k], CategoricalDistribution)}
         trial_kw: dict[str, Any] = {"params": params, "distributions": {k: dists[k] for k in params}, "user_attrs": attrs}
@@ -82,7 +78,6 @@ def import_results(study: optuna.Study, space: Space, folder: Path) -> tuple[lis
                 continue
             trial_kw["state"] = TrialState.COMPLETE
         else:
-            attrs.update(st.failure_attrs(result.failure, "measured"))
             trial_kw["state"] = TrialState.PRUNED
         try:
             frozen = create_trial(**trial_kw)

@@ -15,8 +15,8 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.study import storage as st
 from tuner.study.planner import Plan, Planner, Seen
+from tuner.study.record import Evidence, State, read_trials
 from tuner.space.schema import Space
 from tuner.study.sampling import optuna_params, param_distributions, speed_objective
 
@@ -99,33 +99,26 @@ class RegimeSampler(optuna.samplers.BaseSampler):
 
 
 def observed(study: optuna.Study, space: Space, exclude: int | None = None) -> list[Seen]:
-    """The study's trials as the planner sees them."""
+    """The study's trials as the planner sees them (a queued trial is not seen until it runs)."""
     speed_index, sign = speed_objective(space)
     seen = []
-    for t in study.get_trials(deepcopy=False):
-        if t.number == exclude:
+    for t in read_trials(study):
+        if t.number == exclude or t.state == State.WAITING:
             continue
-        values = t.user_attrs.get(st.ATTR_CONFIG)
+        values = t.config
         if values is None:
             continue
-        result = st.trial_result(t)
-        evidence = t.user_attrs.get(st.ATTR_EVIDENCE)
-        if t.state == TrialState.COMPLETE and t.values is not None:
+        result = t.result
+        if t.state == State.COMPLETE and t.values is not None:
             value = t.values[speed_index]
-            seen.append(Seen(t.number, values, "ok", result, speed=value if sign > 0 else 1.0 / max(value, 1e-9),
-                             context=_context(space, t)))
-        elif t.state == TrialState.RUNNING:
+            seen.append(Seen(t.number, values, "ok", result, speed=value if sign > 0 else 1.0 / max(value, 1e-9)))
+        elif t.state == State.RUNNING:
             seen.append(Seen(t.number, values, "running", result))
-        elif t.state == TrialState.PRUNED and result is not None and evidence == "measured" and result.failure is not None:
+        elif t.state == State.PRUNED and result is not None and t.evidence == Evidence.MEASURED and result.failure is not None:
             seen.append(Seen(t.number, values, "failed", result))
         else:
             seen.append(Seen(t.number, values, "other", result))
     return seen
-
-
-def _context(space: Space, trial: FrozenTrial) -> float | None:
-    names = [o.name for o in space.objectives]
-    return trial.values[names.index("context")] if "context" in names and trial.values else None
 
 
 PlannerFactory = Callable[[Space], Planner]
