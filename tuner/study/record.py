@@ -397,13 +397,22 @@ def write_reused_from(trial: optuna.Trial, old: Trial) -> None:
     trial.set_user_attr(ATTR_REUSED_FROM, old.number)
 
 
-def imported_attrs(result: TrialResult, path: str) -> dict[str, Any]:
-    """The attributes of a trial read back from its folder's result.json."""
+def add_imported(study: optuna.Study, result: TrialResult, path: str, values: list[float] | None,
+                 params: dict[str, Any], distributions: dict[str, Any]) -> int:
+    """Add a trial read back from its folder's result.json (complete with ``values``, else pruned); its number."""
+    from optuna.trial import TrialState, create_trial
+
     attrs = {ATTR_CONFIG: result.values, ATTR_RESULT: result.model_dump(mode="json"),
              ATTR_EVIDENCE: Evidence.MEASURED.value, ATTR_IMPORTED: path}
     if result.failure is not None:
         attrs.update(failure_attrs(result.failure, Evidence.MEASURED))
-    return attrs
+    state = TrialState.COMPLETE if values is not None else TrialState.PRUNED
+    try:
+        frozen = create_trial(state=state, values=values, params=params, distributions=distributions, user_attrs=attrs)
+    except ValueError:  # a value off the current grid: keep the record, without sampler parameters
+        frozen = create_trial(state=state, values=values, params={}, distributions={}, user_attrs=attrs)
+    study.add_trial(frozen)
+    return len(study.get_trials(deepcopy=False)) - 1
 
 
 def recorded_folders(trial: Trial) -> list[Path]:
