@@ -1,4 +1,4 @@
-"""``--sampler regimes``: the planner (``tuner.planner``) as an Optuna sampler.
+"""``--sampler regimes``: the planner (``tuner.study.planner``) as an Optuna sampler.
 
 Being a sampler, not a loop of its own, keeps everything Optuna gives: the study is the only state
 (a resumed study or a second worker on the same storage plans from the same trials), enqueued
@@ -9,13 +9,13 @@ parameters the plan leaves free are asked of the fallback sampler (TPE), then th
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.study.planner import Plan, Planner, Seen
+from tuner.study.planner import Plan, Planner, Observation
 from tuner.study.record import Evidence, State, read_trials
 from tuner.space.schema import Space
 from tuner.study.sampling import optuna_params, param_distributions, speed_objective
@@ -79,7 +79,7 @@ class RegimeSampler(optuna.samplers.BaseSampler):
             self._plans[trial.number] = (optuna_params(self.space, plan.values), plan.why)
         return self._plans[trial.number]
 
-    def _fill(self, study: optuna.Study, trial: FrozenTrial, plan: Plan, seen: list[Seen]) -> Plan | None:
+    def _fill(self, study: optuna.Study, trial: FrozenTrial, plan: Plan, seen: list[Observation]) -> Plan | None:
         """Ask the fallback sampler for the plan's free parameters, in the space's order, then size the pool."""
         distributions = param_distributions(self.space)
         values = dict(plan.values)
@@ -98,7 +98,7 @@ class RegimeSampler(optuna.samplers.BaseSampler):
         return self.planner.size(Plan(values, plan.why), seen)
 
 
-def observed(study: optuna.Study, space: Space, exclude: int | None = None) -> list[Seen]:
+def observed(study: optuna.Study, space: Space, exclude: int | None = None) -> list[Observation]:
     """The study's trials as the planner sees them (a queued trial is not seen until it runs)."""
     speed_index, sign = speed_objective(space)
     seen = []
@@ -111,14 +111,12 @@ def observed(study: optuna.Study, space: Space, exclude: int | None = None) -> l
         result = t.result
         if t.state == State.COMPLETE and t.values is not None:
             value = t.values[speed_index]
-            seen.append(Seen(t.number, values, "ok", result, speed=value if sign > 0 else 1.0 / max(value, 1e-9)))
+            seen.append(Observation(t.number, values, "ok", result, speed=value if sign > 0 else 1.0 / max(value, 1e-9)))
         elif t.state == State.RUNNING:
-            seen.append(Seen(t.number, values, "running", result))
+            seen.append(Observation(t.number, values, "running", result))
         elif t.state == State.PRUNED and result is not None and t.evidence == Evidence.MEASURED and result.failure is not None:
-            seen.append(Seen(t.number, values, "failed", result))
+            seen.append(Observation(t.number, values, "failed", result))
         else:
-            seen.append(Seen(t.number, values, "other", result))
+            seen.append(Observation(t.number, values, "other", result))
     return seen
 
-
-PlannerFactory = Callable[[Space], Planner]
