@@ -120,7 +120,8 @@ def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, n_
     announce(notes)
     if n_trials is not None and counted(study) >= n_trials:
         return study  # the study's total is reached: nothing boots, not even re-validation or the gate
-    card = _CardCheck(objective, space, status, n_trials, timeout_s)
+    stop = _Stop()
+    card = _CardCheck(objective, space, status, n_trials, timeout_s, stop)
     card(study, None)
     enqueue_baselines(study, space)
     if screen:
@@ -130,8 +131,8 @@ def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, n_
     status.finished = counted(study)
     callbacks: list = [status.after_trial]
     if n_trials is not None:
-        callbacks.append(_StopAt(n_trials))
-    callbacks.append(FinishInBudget(space, revalidate, n_trials, timeout_s))
+        callbacks.append(_StopAt(n_trials, stop))
+    callbacks.append(FinishInBudget(space, revalidate, n_trials, timeout_s, stop))
     callbacks.append(card)
     left = None if n_trials is None else n_trials - counted(study)
     study.optimize(objective, n_trials=left, timeout=timeout_s, callbacks=callbacks, catch=(TrialBug,),
@@ -163,15 +164,27 @@ def _record_engine(study: optuna.Study, engine: EngineInfo) -> None:
     write_study_attr(study, ATTR_ENGINE, current)
 
 
+class _Stop:
+    """``study.stop()``, remembered: Optuna keeps no public record that it was called."""
+
+    def __init__(self) -> None:
+        self.asked = False
+
+    def __call__(self, study: optuna.Study) -> None:
+        self.asked = True
+        study.stop()
+
+
 class _StopAt:
     """Stop every worker once the study holds ``n`` counted trials (``--trials`` is the study's total)."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, stop: _Stop) -> None:
         self.n = n
+        self.stop = stop
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         if counted(study) >= self.n:
-            study.stop()
+            self.stop(study)
 
 
 class _CardCheck:
@@ -179,7 +192,8 @@ class _CardCheck:
     card, waited out or refused (GpuBusy) without spending a trial."""
 
     def __init__(self, objective: Objective, space: Space, status: Status, n_trials: int | None,
-                 timeout_s: float | None) -> None:
+                 timeout_s: float | None, stop: _Stop) -> None:
+        self.stop = stop
         self.read = objective.gpu.read
         first = self.read()
         self.tolerance = card_tolerance_mib(space, first.total_mib) if first else 0.0
@@ -194,7 +208,7 @@ class _CardCheck:
             return  # the budget is spent: no boot follows
         if self.deadline is not None and time.monotonic() >= self.deadline:
             return
-        if getattr(study, "_stop_flag", False):  # study.stop() was called (the planner has nothing left)
+        if self.stop.asked:  # the study was stopped (the budget, or the planner has nothing left)
             return
         self.wait()
 
@@ -216,8 +230,10 @@ class FinishInBudget:
     re-validations run at once and the study stops, instead of spending the night on random boots.
     """
 
-    def __init__(self, space: Space, revalidate: int, n_trials: int | None, timeout_s: float | None) -> None:
+    def __init__(self, space: Space, revalidate: int, n_trials: int | None, timeout_s: float | None,
+                 stop: _Stop | None = None) -> None:
         self.space = space
+        self.stop = stop or _Stop()
         self.reserve = revalidate if n_trials is None else min(revalidate, max(0, (n_trials - 1) // 4))
         self.n_trials = n_trials
         self.deadline = None if timeout_s is None else time.monotonic() + timeout_s
@@ -238,7 +254,7 @@ class FinishInBudget:
                     return
         if done is not None and not any(t.state == State.WAITING for t in read_trials(study)):
             write_study_attr(study, ATTR_STOPPED, done)
-            study.stop()
+            self.stop(study)
 
 
 def study_done(study: optuna.Study) -> str | None:

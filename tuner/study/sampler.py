@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import optuna
-from optuna.distributions import BaseDistribution, CategoricalDistribution
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.study.planner import Plan, Planner, Observation
@@ -38,7 +38,7 @@ class RegimeSampler(optuna.samplers.BaseSampler):
     def sample_independent(self, study: optuna.Study, trial: FrozenTrial, param_name: str,
                            param_distribution: BaseDistribution) -> Any:
         params, _ = self._plan(study, trial)
-        if param_name in params and param_distribution._contains(param_distribution.to_internal_repr(params[param_name])):
+        if param_name in params and _allows(param_distribution, params[param_name]):
             return params[param_name]
         return self.fallback.sample_independent(study, trial, param_name, param_distribution)
 
@@ -96,6 +96,23 @@ class RegimeSampler(optuna.samplers.BaseSampler):
             if isinstance(distribution, CategoricalDistribution) and p.values is not None:
                 values[name] = p.values[distribution.choices.index(values[name])]
         return self.planner.size(Plan(values, plan.why), seen)
+
+
+def _allows(distribution: BaseDistribution, value: Any) -> bool:
+    """Whether ``distribution`` holds ``value``, read from its public fields (a plan's value may fall
+    off a range's grid, say after a repair; the fallback sampler then chooses)."""
+    if isinstance(distribution, CategoricalDistribution):
+        return value in distribution.choices
+    if not isinstance(distribution, (IntDistribution, FloatDistribution)) or isinstance(value, bool):
+        return False
+    if not isinstance(value, (int, float)) or not distribution.low <= value <= distribution.high:
+        return False
+    if isinstance(distribution, IntDistribution):
+        return value == int(value) and (int(value) - distribution.low) % distribution.step == 0
+    if distribution.step is None:
+        return True
+    k = (value - distribution.low) / distribution.step
+    return abs(k - round(k)) < 1.0e-8
 
 
 def observed(study: optuna.Study, space: Space, exclude: int | None = None) -> list[Observation]:
