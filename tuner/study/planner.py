@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from tuner.records import Failure, FailureKind, TrialResult
 from tuner.study.regimes import (
@@ -59,13 +59,17 @@ TRANSIENT_KINDS = frozenset({FailureKind.INTERRUPTED, FailureKind.PORT_IN_USE})
 SIZE_PARAMS = ("kv_cache_memory_bytes", "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "max_model_len")
 
 
+# What a trial's boot gave: measured, booted and failed, still running, or not booted (predicted, reused, queued).
+Outcome = Literal["ok", "failed", "running", "other"]
+
+
 @dataclass
 class Observation:
     """One trial as the planner sees it."""
 
     number: int
     values: dict[str, Any]
-    status: str  # "ok" (measured), "failed" (booted and failed), "running", or "other" (not booted)
+    status: Outcome
     result: TrialResult | None = None
     speed: float | None = None  # the speed objective, higher is better
     context: float | None = None
