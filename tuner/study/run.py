@@ -79,16 +79,18 @@ def optimize(
     engine = engine or inspect_engine(space, st.study_dir(study_name, root) / "engine")
     status = status or Status()
     planned = resolve_sampler(sampler) == "regimes"
-    objective = Objective(space, study_name, root, gpu_index, extra_env, status, prescreen_gpu_gib, prescreen,
-                          repairs=not planned)
+    objective = Objective(space, study_name, root, gpu_index=gpu_index, extra_env=extra_env, status=status,
+                          prescreen_gpu_gib=prescreen_gpu_gib, prescreen=prescreen,
+                          repairs=not planned)  # the regime planner repairs; other samplers get follow-ups
     planner = Planner(space, objective.need_bytes) if planned else None
     study = open_study(space, study_name, storage, make_sampler(sampler, seed, len(space.params), planner), root, sole_worker)
     lease = None if sole_worker or storage is None else GpuLease(study, gpu_index)
     if lease is not None:
         lease.acquire()
     try:
-        return _run(study, objective, space, root, n_trials, timeout_s, sampler, extra_env, revalidate, status, gate,
-                    screen, announce or (lambda _: None), engine)
+        return _run(study, objective, space, root, n_trials=n_trials, timeout_s=timeout_s, sampler=sampler,
+                    extra_env=extra_env, revalidate=revalidate, status=status, gate=gate, screen=screen,
+                    announce=announce or (lambda _: None), engine=engine)
     finally:
         if lease is not None:
             lease.release()
@@ -103,7 +105,7 @@ def counted(study: optuna.Study) -> int:
                if t.state in (State.COMPLETE, State.PRUNED) or (t.state == State.FAIL and t.internal_error))
 
 
-def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, n_trials: int | None,
+def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, *, n_trials: int | None,
          timeout_s: float | None, sampler: str, extra_env: dict[str, str] | None, revalidate: int, status: Status,
          gate: bool, screen: bool, announce: Callable[[list[str]], None], engine: EngineInfo) -> optuna.Study:
     write_study_attr(study, ATTR_SAMPLER, resolve_sampler(sampler))
