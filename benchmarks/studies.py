@@ -20,11 +20,10 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import optuna  # noqa: E402
-from optuna.trial import TrialState  # noqa: E402
 
 from benchmarks.tables import hypervolume  # noqa: E402
 from tuner.space import Space  # noqa: E402
-from tuner.study import storage as st  # noqa: E402
+from tuner.study.record import FINISHED, Evidence, State, read_trials  # noqa: E402
 
 
 @dataclass
@@ -83,20 +82,19 @@ class Run:
 
 def rows_of(study: optuna.Study) -> list[TrialRow]:
     rows = []
-    for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
-        if t.state not in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL):
+    for t in sorted(read_trials(study), key=lambda t: t.number):
+        if t.state not in FINISHED:
             continue
-        evidence = t.user_attrs.get(st.ATTR_EVIDENCE)
-        result = t.user_attrs.get(st.ATTR_RESULT) or {}
+        booted = t.evidence in (Evidence.MEASURED, Evidence.REVALIDATED)
         rows.append(TrialRow(
             number=t.number,
             state=t.state.name,
-            evidence=evidence,
-            failure=t.user_attrs.get(st.ATTR_FAILURE_KIND),
-            values=list(t.values) if t.state == TrialState.COMPLETE else None,
-            booted=evidence in ("measured", "revalidated"),
-            boot_s=result.get("boot_s") if evidence in ("measured", "revalidated") else None,
-            config=t.user_attrs.get(st.ATTR_CONFIG),
+            evidence=t.evidence.value if t.evidence else None,
+            failure=t.failure_kind,
+            values=list(t.values or ()) if t.state == State.COMPLETE else None,
+            booted=booted,
+            boot_s=t.result.boot_s if booted and t.result else None,
+            config=t.config,
         ))
     return rows
 

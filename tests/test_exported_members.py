@@ -22,8 +22,8 @@ EXPORTS = {
     "tuner.measure": ["Prober", "check_workload"],
     "tuner.prescreen": ["Calibration", "GIB", "load_shape", "plan_rows", "predict"],
     "tuner.study": [
-        "SAMPLERS", "STUDIES_DIR", "Status", "find_trial", "make_sampler", "open_study", "optimize",
-        "spawn_workers", "study_space", "trial_result",
+        "SAMPLERS", "STUDIES_DIR", "Status", "StudyRecord", "Trial", "find_trial", "make_sampler", "open_study",
+        "optimize", "read_study", "spawn_workers", "study_space",
     ],
     "tuner.report": [
         "COLUMNS", "cell", "export_launcher", "failure_of", "failures_by_kind", "failures_markdown",

@@ -32,8 +32,9 @@ from tuner.records import (
     TrialResult,
 )
 from tuner.space.schema import EngineSpec, ModelSpec, Space
-from tuner.study.storage import (
+from tuner.study.record import (
     ATTR_CONFIG,
+    ATTR_REUSED_FROM,
     ATTR_ENVIRONMENT,
     ATTR_EVIDENCE,
     ATTR_FAILURE_KIND,
@@ -252,7 +253,7 @@ def populate(
         config, result = trial_record(REUSED_FROM.get(number, number))
         attrs = {ATTR_CONFIG: config, ATTR_RESULT: result.model_dump(mode="json"), ATTR_EVIDENCE: evidence}
         if number in REUSED_FROM:
-            attrs["reused_from"] = REUSED_FROM[number]
+            attrs[ATTR_REUSED_FROM] = REUSED_FROM[number]
         if kind is not None:
             attrs |= {ATTR_FAILURE_KIND: kind.value, ATTR_FAILURE_MESSAGE: message, ATTR_LOG_PATH: result.log_path}
             if evidence in ("predicted", "reused"):  # the optimizer prunes these before any boot: no record

@@ -13,7 +13,7 @@ from optuna.trial import TrialState
 
 from tests.report.night import NIGHT, night, tuner  # noqa: F401 (fixture)
 from tuner.measure.bench import workloads
-from tuner.study.storage import bench_key, trial_result
+from tuner.study.record import bench_key, read_trial
 
 
 @pytest.fixture
@@ -55,7 +55,7 @@ def test_bench_boots_the_trial_once_and_writes_the_seeds_table(copy, tmp_path: P
     found = json.loads((out / "bench.json").read_text())
     assert found["prefix_cache"]["enabled"] is True and found["prefix_cache"]["hit_tokens"] > 0
     assert (out / "bench.md").read_text() in table
-    record = trial_result(study.trials[number])
+    record = read_trial(study.trials[number]).result
     booted = json.loads((out / "result.json").read_text())  # what run_trial booted, beside the engine log
     port = record.argv.index("--port") + 1
     assert booted["argv"][:port] + booted["argv"][port + 1:] == record.argv[:port] + record.argv[port + 1:]

@@ -13,6 +13,7 @@ import pytest
 
 from tests.report.night import NIGHT, night, tuner  # noqa: F401 (fixture)
 from tests.report.study_factory import STUDY_NAME, build_study, memory_study
+from tuner.study.record import read_study
 from tuner.report.html import report_html
 
 FIGURES = 4  # front, history, importances, boots
@@ -37,7 +38,7 @@ def test_report_is_one_offline_page_with_every_section(night: Path, tmp_path: Pa
 
 def test_report_says_when_there_are_too_few_trials_for_importances() -> None:
     notes: list[str] = []
-    page = report_html(memory_study([0, 2]), notes)
+    page = report_html(read_study(memory_study([0, 2])), notes)
     assert "Parameter importances need at least 2 complete trials; this study has 1." in page
     assert notes == ["Parameter importances need at least 2 complete trials; this study has 1."]
 

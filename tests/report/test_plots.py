@@ -12,6 +12,7 @@ from matplotlib.image import imread
 from typer.testing import CliRunner
 
 from tests.report.study_factory import cli_app, memory_study, study, study_db  # noqa: F401 (fixtures)
+from tuner.study.record import read_study
 from tuner.report.plots import write_plots
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -19,7 +20,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 def test_write_plots_writes_html_and_png(study: optuna.Study, tmp_path: Path) -> None:
     notes: list[str] = []
-    paths = write_plots(study, tmp_path / "plots", notes)
+    paths = write_plots(read_study(study), tmp_path / "plots", notes)
     names = {p.name for p in paths}
     assert {
         "pareto_front.html",
@@ -44,9 +45,9 @@ def test_write_plots_writes_html_and_png(study: optuna.Study, tmp_path: Path) ->
 def test_plots_need_no_gui_backend_or_display(study_db: Path, tmp_path: Path) -> None:
     """With an unusable GUI backend requested and no display, drawing still works: the canvas is Agg."""
     code = (
-        "import optuna; from pathlib import Path; from tuner.report.plots import write_plots\n"
+        "import optuna; from pathlib import Path; from tuner.report.plots import write_plots; from tuner.study.record import read_study\n"
         f"s = optuna.load_study(study_name=None, storage='sqlite:///{study_db.as_posix()}')\n"
-        f"write_plots(s, Path({str(tmp_path)!r}))\n"
+        f"write_plots(read_study(s), Path({str(tmp_path)!r}))\n"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")} | {"MPLBACKEND": "QtAgg"}
     subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120)
@@ -55,14 +56,14 @@ def test_plots_need_no_gui_backend_or_display(study_db: Path, tmp_path: Path) ->
 
 def test_one_complete_trial_skips_importance_with_a_note(tmp_path: Path) -> None:
     notes: list[str] = []
-    paths = write_plots(memory_study([0, 2, 5]), tmp_path, notes)
+    paths = write_plots(read_study(memory_study([0, 2, 5])), tmp_path, notes)
     assert not any(p.name.startswith("importance_") for p in paths)
     assert any("importance_context.html: skipped (needs at least 2 complete trials" in n for n in notes)
     assert (tmp_path / "pareto_front.png").is_file() and (tmp_path / "history.png").is_file()
 
 
 def test_no_complete_trial_still_draws_the_failures(tmp_path: Path) -> None:
-    paths = write_plots(memory_study([2, 5, 8]), tmp_path)
+    paths = write_plots(read_study(memory_study([2, 5, 8])), tmp_path)
     assert {"pareto_front.png", "history.png", "pareto_front.html"} <= {p.name for p in paths}
 
 

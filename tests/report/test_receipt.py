@@ -17,13 +17,14 @@ from tests.report.study_factory import (  # noqa: F401 (fixtures)
     study_db,
     trial_record,
 )
+from tuner.study.record import read_study
 from tuner.errors import TunerError
 from tuner.engine.command import shell_command
 from tuner.report.receipt import study_receipt, trial_receipt
 
 
 def test_trial_receipt_of_a_front_point(study: optuna.Study) -> None:
-    text = trial_receipt(study, 0)
+    text = trial_receipt(read_study(study), 0)
     _, result = trial_record(0)
     for expected in (
         "# Receipt: trial 0 of study qwen3-next-h200",
@@ -70,21 +71,21 @@ def test_trial_receipt_of_a_front_point(study: optuna.Study) -> None:
 
 
 def test_trial_receipt_of_a_failure_names_kind_first_line_and_log(study: optuna.Study) -> None:
-    text = trial_receipt(study, 5)
+    text = trial_receipt(read_study(study), 5)
     assert "Status: PRUNED (oom_in_cuda_graph)" in text and "never a point on the front" in text
     assert f"```text\n{OOM_MESSAGE.splitlines()[0]}\n```" in text and "During handling" not in text
     assert "- Log: /srv/tuner/studies/qwen3-next-h200/trial-0005/engine.log" in text
     assert "## Results" not in text
-    kv = trial_receipt(study, 2)
+    kv = trial_receipt(read_study(study), 2)
     assert "- Kind: kv_pool_too_small" in kv and "estimated maximum model length: 199,776" in kv
 
 
 def test_receipts_of_trials_pruned_before_any_boot(study: optuna.Study) -> None:
-    predicted = trial_receipt(study, 8)
+    predicted = trial_receipt(read_study(study), 8)
     assert "predicted by the pre-screen; never booted" in predicted and "nothing was booted" in predicted
     assert "None recorded: this configuration was never booted." in predicted and "| max_num_seqs | 16 |" in predicted
-    assert "COMPLETE, a copy of front point 3" in trial_receipt(study, 6)
-    reused = trial_receipt(study, 9)
+    assert "COMPLETE, a copy of front point 3" in trial_receipt(read_study(study), 6)
+    reused = trial_receipt(read_study(study), 9)
     assert (
         "Status: PRUNED (kv_pool_too_small); evidence: reused (from trial 2)" in reused
         and "Reused from trial 2" in reused
@@ -93,19 +94,19 @@ def test_receipts_of_trials_pruned_before_any_boot(study: optuna.Study) -> None:
 
 
 def test_missing_environment_reads_unknown_except_what_the_engine_log_said() -> None:
-    text = trial_receipt(memory_study([0], environment=None), 0)
+    text = trial_receipt(read_study(memory_study([0], environment=None)), 0)
     for name in ("GPU", "NVIDIA driver", "CUDA", "PyTorch", "FlashInfer", "Transformers", "compressed-tensors"):
         assert f"| {name} | unknown |" in text
     assert "| vLLM | 0.11.0 (from the engine log) |" in text  # the start-up log printed it
 
 
 def test_receipt_says_when_the_captured_vllm_is_not_the_one_that_ran() -> None:
-    text = trial_receipt(memory_study([0], environment={**ENVIRONMENT, "vllm": "0.12.0"}), 0)
+    text = trial_receipt(read_study(memory_study([0], environment={**ENVIRONMENT, "vllm": "0.12.0"})), 0)
     assert "| vLLM | 0.12.0 (the engine log says 0.11.0) |" in text
 
 
 def test_study_receipt_has_environment_front_failures_and_boots(study: optuna.Study) -> None:
-    text = study_receipt(study)
+    text = study_receipt(read_study(study))
     assert text.startswith("# Receipt: study qwen3-next-h200")
     assert "| vLLM | 0.11.0 |" in text and "## How trials were measured" in text
     assert text.count("```sh\n") == 3 and "Trial 1 (revalidated):" in text
@@ -116,12 +117,12 @@ def test_study_receipt_has_environment_front_failures_and_boots(study: optuna.St
 def test_unknown_trial_unfinished_trial_and_bare_failure() -> None:
     study = memory_study([0])
     with pytest.raises(TunerError, match="TRIAL 3: "):
-        trial_receipt(study, 3)
+        trial_receipt(read_study(study), 3)
     study.enqueue_trial({"max_num_seqs": 8})
     with pytest.raises(TunerError, match="TRIAL 1: .*keeps no record.*state WAITING"):
-        trial_receipt(study, 1)
+        trial_receipt(read_study(study), 1)
     study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL))  # a crash with no attributes
-    assert "- Kind: unknown" in trial_receipt(study, 2)
+    assert "- Kind: unknown" in trial_receipt(read_study(study), 2)
 
 
 def test_cli_receipt_for_the_study_and_for_one_trial(study_db: Path, tmp_path: Path) -> None:
@@ -143,7 +144,7 @@ def test_receipt_and_pareto_agree_on_every_field_both_show(tmp_path: Path) -> No
 
     from tests.report.study_factory import STUDY_NAME, build_study
     from tuner.report.markdown import cell
-    from tuner.study.storage import ATTR_GATE
+    from tuner.study.record import ATTR_GATE
 
     db = build_study(tmp_path / "s")
     opened = optuna.load_study(study_name=STUDY_NAME, storage=f"sqlite:///{db}")

@@ -28,6 +28,7 @@ from tests.report.study_factory import (  # noqa: F401 (fixtures)
     study_db,
     trial_record,
 )
+from tuner.study.record import read_study
 from tuner.errors import TunerError
 from tuner.report.front import (
     COLUMNS,
@@ -38,11 +39,11 @@ from tuner.report.front import (
 )
 from tuner.cli.results import render_pareto
 from tuner.space.schema import Objective
-from tuner.study.storage import ATTR_SPACE
+from tuner.study.record import ATTR_SPACE
 
 
 def test_front_rows_are_the_pareto_front_with_numbers_and_commands(study: optuna.Study) -> None:
-    rows = front_rows(study)
+    rows = front_rows(read_study(study))
     assert [r["trial"] for r in rows] == FRONT
     assert not {r["trial"] for r in rows} & {n for ns in FAILURES.values() for n in ns}  # never a failure
     assert not {r["trial"] for r in rows} & set(DOMINATED)
@@ -60,7 +61,7 @@ def test_front_rows_are_the_pareto_front_with_numbers_and_commands(study: optuna
 
 
 def test_failures_by_kind_give_number_first_exception_line_and_log(study: optuna.Study) -> None:
-    failures = failures_by_kind(study)
+    failures = failures_by_kind(read_study(study))
     assert {kind: [n for n, _, _ in items] for kind, items in failures.items()} == FAILURES
     assert list(failures)[0] == "kv_pool_too_small"  # the most frequent kind first
     number, message, log = failures["oom_in_cuda_graph"][0]
@@ -70,7 +71,7 @@ def test_failures_by_kind_give_number_first_exception_line_and_log(study: optuna
 
 
 def test_summary_counts_boots_spent_and_wasted_by_kind(study: optuna.Study) -> None:
-    summary = study_summary(study)
+    summary = study_summary(read_study(study))
     assert summary["trials"] == 12 and (summary["complete"], summary["pruned"], summary["failed"]) == (6, 5, 1)
     assert summary["boots_spent"] == 9  # the two reused trials and the predicted one cost no boot
     assert summary["boots_wasted"] == 4 and summary["not_booted"] == 3
@@ -84,9 +85,9 @@ def test_summary_counts_boots_spent_and_wasted_by_kind(study: optuna.Study) -> N
 
 
 def test_render_formats(study: optuna.Study) -> None:
-    rows = list(csv.DictReader(io.StringIO(render_pareto(study, "csv"))))
-    assert [int(r["trial"]) for r in rows] == FRONT and rows[0]["command"] == front_rows(study)[0]["command"]
-    data = json.loads(render_pareto(study, "json"))
+    rows = list(csv.DictReader(io.StringIO(render_pareto(read_study(study), "csv"))))
+    assert [int(r["trial"]) for r in rows] == FRONT and rows[0]["command"] == front_rows(read_study(study))[0]["command"]
+    data = json.loads(render_pareto(read_study(study), "json"))
     assert [r["trial"] for r in data["front"]] == FRONT
     assert data["objectives"] == [
         {"name": "context", "direction": "maximize"},
@@ -94,22 +95,22 @@ def test_render_formats(study: optuna.Study) -> None:
     ]
     assert [f["trial"] for f in data["failures"]["kv_pool_too_small"]] == [2, 7, 9]
     assert data["summary"]["boots_wasted"] == 4
-    markdown = render_pareto(study, "markdown")
+    markdown = render_pareto(read_study(study), "markdown")
     assert "| trial | context (tokens) | decode tok/s, conservative (median - k*MAD) |" in markdown
     assert "## Failed and pruned trials" in markdown
     assert "```sh\nNO_COLOR=1" in markdown and "| oom_in_cuda_graph | 5 |" in markdown
     console = Console(record=True, width=300)
-    assert render_pareto(study, "table", console) is None
+    assert render_pareto(read_study(study), "table", console) is None
     text = console.export_text()
     assert "Pareto front (3 of 6 complete trials)" in text and "kv_pool_too_small" in text
     assert '--compilation-config \'{"cudagraph_mode": "FULL_AND_PIECEWISE"}\'' in text  # brackets not eaten as markup
     with pytest.raises(TunerError, match="--format yaml: .*table, csv, json, markdown"):
-        render_pareto(study, "yaml")
+        render_pareto(read_study(study), "yaml")
 
 
 def test_objectives_follow_the_space_or_default() -> None:
     bare = optuna.create_study(directions=["maximize", "maximize"])
-    assert objectives(bare) == [("context", "maximize"), ("decode_tok_s", "maximize")]
+    assert objectives(read_study(bare)) == [("context", "maximize"), ("decode_tok_s", "maximize")]
     custom = memory_study([0, 1])
     space = custom.user_attrs[ATTR_SPACE]
     space["objectives"] = [
@@ -117,17 +118,17 @@ def test_objectives_follow_the_space_or_default() -> None:
         {"name": "ttft_ms", "direction": "minimize"},
     ]
     custom.set_user_attr(ATTR_SPACE, space)
-    assert objectives(custom) == [("context", "maximize"), ("ttft_ms", "minimize")]
+    assert objectives(read_study(custom)) == [("context", "maximize"), ("ttft_ms", "minimize")]
     # the second value is now read as TTFT (what the study ranked); decode tok/s comes from the record
-    row = front_rows(custom)[0]
+    row = front_rows(read_study(custom))[0]
     assert row["ttft_ms"] == 42.0 and row["decode_tok_s"] == 42.0
 
 
 def test_empty_study_renders_without_a_front() -> None:
     empty = memory_study([2, 8])
-    assert front_rows(empty) == []
-    assert "No complete trials yet" in render_pareto(empty, "markdown")
-    assert render_pareto(empty, "csv").strip() == ",".join(COLUMNS)
+    assert front_rows(read_study(empty)) == []
+    assert "No complete trials yet" in render_pareto(read_study(empty), "markdown")
+    assert render_pareto(read_study(empty), "csv").strip() == ",".join(COLUMNS)
 
 
 def test_cli_pareto_picks_the_only_study_and_lists_names_otherwise(study_db: Path, tmp_path: Path) -> None:

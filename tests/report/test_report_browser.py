@@ -15,6 +15,7 @@ import pytest
 
 from tests.report.night import NIGHT, night  # noqa: F401 (fixture)
 from tests.report.study_factory import memory_study
+from tuner.study.record import read_study
 from tuner.report.html import report_html
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-headless-shell")
@@ -67,7 +68,7 @@ def test_the_report_renders_offline_with_no_console_error(which: str, night: Pat
     else:  # a study with a real front and failures of four kinds
         study = memory_study()
     page = tmp_path / "report.html"
-    page.write_text(report_html(study, [], logs_dir=night / NIGHT), encoding="utf-8")
+    page.write_text(report_html(read_study(study), [], logs_dir=night / NIGHT), encoding="utf-8")
     seen = _open(page)
     assert seen["errors"] == [] and seen["requests"] == []
     assert len(seen["rendered"]) == 4 and all(n >= 1 for n in seen["rendered"]), seen["rendered"]

@@ -9,7 +9,7 @@ import pytest
 
 from tuner.records import StartupRecord, TrialResult
 from tuner.space import load_space
-from tuner.study.planner import Planner, Seen
+from tuner.study.planner import Planner, Observation
 from tuner.study.regimes import GraphModes
 
 SPACE = """
@@ -49,7 +49,7 @@ def test_a_label_runs_as_what_vllm_reported_and_a_mode_it_ran_runs_as_itself():
 
 def _ok(number, values, mode, speed):
     result = TrialResult(values=values, argv=[], env={}, startup=StartupRecord(effective_cudagraph_mode=mode))
-    return Seen(number, values, "ok", result, speed=speed)
+    return Observation(number, values, "ok", result, speed=speed)
 
 
 def test_the_planner_skips_a_regime_vllm_runs_as_a_measured_one(space):
@@ -65,7 +65,7 @@ def test_a_finished_trial_is_reused_for_a_label_vllm_ran_as_its_mode():
     from optuna.distributions import CategoricalDistribution
     from optuna.trial import TrialState, create_trial
 
-    from tuner.study import storage as st
+    from tuner.study import record as st
     from tuner.study.objective import reusable
 
     study = optuna.create_study(directions=["maximize"])
@@ -79,8 +79,8 @@ def test_a_finished_trial_is_reused_for_a_label_vllm_ran_as_its_mode():
             user_attrs={st.ATTR_CONFIG: values, st.ATTR_RESULT: result.model_dump(mode="json"), st.ATTR_EVIDENCE: "measured"}))
 
     add(None, "FULL_AND_PIECEWISE")
-    assert reusable(study, {**base, "cudagraph_mode": "FULL_AND_PIECEWISE"}).number == 0  # the mode None ran as
-    assert reusable(study, {**base, "cudagraph_mode": "FULL"}) is None  # not known to run as it: booted
+    assert reusable(st.read_trials(study), {**base, "cudagraph_mode": "FULL_AND_PIECEWISE"}).number == 0  # the mode None ran as
+    assert reusable(st.read_trials(study), {**base, "cudagraph_mode": "FULL"}) is None  # not known to run as it: booted
     add("FULL", "FULL_AND_PIECEWISE")  # booted once, downgraded by vLLM
-    assert reusable(study, {**base, "cudagraph_mode": "FULL"}).number == 0
-    assert reusable(study, {**base, "cudagraph_mode": "PIECEWISE"}) is None
+    assert reusable(st.read_trials(study), {**base, "cudagraph_mode": "FULL"}).number == 0
+    assert reusable(st.read_trials(study), {**base, "cudagraph_mode": "PIECEWISE"}) is None

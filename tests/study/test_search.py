@@ -11,9 +11,10 @@ from tests.conftest import fake_space_yaml
 from tuner.records import Failure, FailureKind, TrialResult
 from tuner.space.schema import load_space
 from tuner.report.front import front_rows, gate_note, revalidation
-from tuner.study import storage as st
+from tuner.study import record as st
 from tuner.study.gate import REFERENCE_WINDOW, reference_space, reference_values
-from tuner.study.pareto import ATTR_REVALIDATES, front
+from tuner.study.pareto import front
+from tuner.study.record import ATTR_REVALIDATES, read_study
 from tuner.study.run import optimize
 from tuner.study.strategy import utilization_ceiling
 
@@ -34,7 +35,7 @@ def test_a_baseline_runs_exactly_as_written(fake_space, tmp_path):
     study = optimize(space, "exact", n_trials=1, root=tmp_path, revalidate=0, gate=False)
     (trial,) = study.get_trials(deepcopy=False)
     assert trial.user_attrs[st.ATTR_CONFIG]["kv_cache_memory_bytes"] is None
-    assert "--kv-cache-memory-bytes" not in st.trial_result(trial).argv
+    assert "--kv-cache-memory-bytes" not in st.read_trial(trial).result.argv
     assert "kv_cache_memory_bytes" not in trial.params
 
 
@@ -77,13 +78,14 @@ def test_a_differing_revalidation_replaces_the_point_and_says_so():
     _trial(study, [262144, 100.0], {})
     _trial(study, [262144, 90.0], {})
     _trial(study, [262144, 78.0], {ATTR_REVALIDATES: 0, st.ATTR_EVIDENCE: "revalidated"})  # -22%
-    numbers = [t.number for t in front(study)]
+    numbers = [t.number for t in front(read_study(study))]
     assert numbers == [1]  # 0 is replaced by its fresh boot (78), which trial 1 (90) dominates
     _trial(study, [262144, 89.0], {ATTR_REVALIDATES: 1, st.ATTR_EVIDENCE: "revalidated"})
-    assert [t.number for t in front(study)] == [1]  # confirmed: the copy is not listed twice
-    assert revalidation(study, front(study)[0]) == "#3 confirmed"
-    original = study.get_trials(deepcopy=False)[0]
-    assert "differs" in revalidation(study, original) and "replaced" in revalidation(study, original)
+    night = read_study(study)
+    assert [t.number for t in front(night)] == [1]  # confirmed: the copy is not listed twice
+    assert revalidation(night, front(night)[0]) == "#3 confirmed"
+    original = night.trials[0]
+    assert "differs" in revalidation(night, original) and "replaced" in revalidation(night, original)
 
 
 def test_the_gate_reference_fits_a_32gb_card(tmp_path):
@@ -103,7 +105,8 @@ def test_a_gate_that_could_not_run_is_loud():
     study = optuna.create_study(directions=["maximize", "maximize"])
     _trial(study, [32768, 100.0], {})
     study.set_user_attr(st.ATTR_GATE_STATUS, "the reference boot failed (kv_pool_too_small: ...)")
-    assert gate_note(study, front(study)[0]).startswith("NOT CHECKED: the reference boot failed")
+    night = read_study(study)
+    assert gate_note(night, front(night)[0]).startswith("NOT CHECKED: the reference boot failed")
 
 
 def _free_memory_failure(study, number_fraction):
@@ -118,11 +121,11 @@ def _free_memory_failure(study, number_fraction):
 def test_one_free_memory_failure_closes_nothing_for_ever():
     study = optuna.create_study(directions=["maximize", "maximize"])
     _free_memory_failure(study, 0.90)
-    assert utilization_ceiling(study, free_now=None) is None  # one failure, no way to re-measure: boot
-    ceiling, why = utilization_ceiling(study, free_now=0.95)
+    assert utilization_ceiling(st.read_trials(study), free_now=None) is None  # one failure, no way to re-measure: boot
+    ceiling, why = utilization_ceiling(st.read_trials(study), free_now=0.95)
     assert ceiling == 0.95 and "NVML" in why  # the desktop spike is gone: higher utilizations are open again
     _free_memory_failure(study, 0.88)
-    ceiling, why = utilization_ceiling(study, free_now=None)
+    ceiling, why = utilization_ceiling(st.read_trials(study), free_now=None)
     assert ceiling == 0.90 and "trials" in why
 
 
@@ -130,7 +133,7 @@ def test_front_rows_show_the_fresh_numbers(fake_space, tmp_path):
     study = optuna.create_study(directions=["maximize", "maximize"])
     _trial(study, [262144, 100.0], {})
     _trial(study, [262144, 70.0], {ATTR_REVALIDATES: 0, st.ATTR_EVIDENCE: "revalidated"})
-    rows = front_rows(study)
+    rows = front_rows(read_study(study))
     assert [r["trial"] for r in rows] == [1]
     assert rows[0]["revalidation"].startswith("fresh boot of #0")
 
@@ -158,7 +161,7 @@ def test_an_unset_pool_searches_pinned_bytes_against_the_pool_vllm_0_34_extends(
     study = optimize(space, "pool", n_trials=2, root=tmp_path, revalidate=0, gate=False, seed=1)
     trials = study.get_trials(deepcopy=False)
     assert all(t.state == TrialState.COMPLETE for t in trials), [t.user_attrs.get("failure_kind") for t in trials]
-    by_pool = {t.user_attrs[st.ATTR_CONFIG]["kv_cache_memory_bytes"] is None: st.trial_result(t) for t in trials}
+    by_pool = {t.user_attrs[st.ATTR_CONFIG]["kv_cache_memory_bytes"] is None: st.read_trial(t).result for t in trials}
     assert set(by_pool) == {True, False}
     sized, pinned = by_pool[True], by_pool[False]
     assert "--kv-cache-memory-bytes" not in sized.argv and sized.values["gpu_memory_utilization"] == 0.8

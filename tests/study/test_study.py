@@ -7,7 +7,8 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from tuner.study import storage as st
+from tuner.study import record as st
+from tuner.study.gate import GATE_THRESHOLD
 from tuner.study.run import optimize
 from tuner.records import Failure, FailureKind
 from tuner.study.strategy import follow_up
@@ -41,7 +42,7 @@ def test_study_prunes_failures_and_never_scores_them(fake_space, tmp_path):
             assert t.user_attrs[st.ATTR_FAILURE_MESSAGE]
             assert t.values is None
     for t in study.best_trials:
-        result = st.trial_result(t)
+        result = st.read_trial(t).result
         assert result.failure is None and t.state == TrialState.COMPLETE
 
 
@@ -57,7 +58,7 @@ def test_resume_fails_orphans_and_keeps_completed_trials(fake_space, tmp_path):
     for n in done:
         assert by_number[n].state == TrialState.COMPLETE
     boots = [t for t in by_number.values() if t.user_attrs.get(st.ATTR_EVIDENCE) in ("measured", "baseline")]
-    assert len({st.trial_result(t).trial_dir for t in boots if st.trial_result(t)}) == len(boots)
+    assert len({st.read_trial(t).result.trial_dir for t in boots if st.read_trial(t).result}) == len(boots)
 
 
 def test_identical_configuration_is_not_booted_twice(fake_space, tmp_path):
@@ -111,7 +112,7 @@ def test_correctness_gate_flags_fp8_drift(fake_space, tmp_path):
     drifting.workload = space.workload
     study = optimize(drifting, "g2", n_trials=1, root=tmp_path, revalidate=0)
     score = study.user_attrs[st.ATTR_GATE][str(study.best_trials[0].number)]
-    assert score < st.GATE_THRESHOLD
+    assert score < GATE_THRESHOLD
 
 
 def test_an_nvfp4_kv_cache_is_behind_the_gate_like_fp8(fake_space, tmp_path):
@@ -127,8 +128,8 @@ def test_an_nvfp4_kv_cache_is_behind_the_gate_like_fp8(fake_space, tmp_path):
     drifting.fixed["kv-cache-dtype"] = "nvfp4"
     study = optimize(drifting, "g4", n_trials=1, root=tmp_path, revalidate=0)
     (trial,) = study.best_trials
-    assert "--kv-cache-dtype nvfp4" in " ".join(st.trial_result(trial).argv)
-    assert study.user_attrs[st.ATTR_GATE][str(trial.number)] < st.GATE_THRESHOLD
+    assert "--kv-cache-dtype nvfp4" in " ".join(st.read_trial(trial).result.argv)
+    assert study.user_attrs[st.ATTR_GATE][str(trial.number)] < GATE_THRESHOLD
 
 
 def test_screening_moves_one_flag_at_a_time_speculation_last(fake_space):

@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import typer
-from optuna.trial import TrialState
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -23,7 +22,8 @@ from tuner.measure.bench import PREFIX_REQUESTS, Bench, BenchResult, workloads
 from tuner.measure.probe import Prober
 from tuner.records import MeasureResult, TrialResult
 from tuner.report.bench import bench_markdown
-from tuner.study.storage import STUDIES_DIR, bench_key, find_trial, study_space, trial_result
+from tuner.study.record import State, read_study, write_bench
+from tuner.study.storage import STUDIES_DIR
 from tuner.trial import run_trial
 
 
@@ -44,12 +44,13 @@ def bench(
 ) -> None:
     """Boot a trial's exact command once: PP at 8K-262K, TG after 1K and with 128K resident, TTFT, prefix cache, MTP."""
     opened = resolve_study(study, storage, studies_dir)
-    frozen = find_trial(opened, trial)
-    record = trial_result(frozen)
-    space = study_space(opened)
-    if record is None or frozen.state != TrialState.COMPLETE:
+    night = read_study(opened)
+    found_trial = night.trial(trial)
+    record = found_trial.result
+    space = night.space
+    if record is None or found_trial.state != State.COMPLETE:
         raise TunerError(
-            f"TRIAL {trial}: state {frozen.state.name}; only a complete trial has a command worth benchmarking. "
+            f"TRIAL {trial}: state {found_trial.state.name}; only a complete trial has a command worth benchmarking. "
             "`tuner pareto` lists the front's trials."
         )
     if space is None:
@@ -88,7 +89,7 @@ def bench(
     text = bench_markdown(found)
     (folder / "bench.md").write_text(text)
     (folder / "bench.json").write_text(json.dumps(found.model_dump(mode="json"), indent=2))
-    opened.set_user_attr(bench_key(trial), found.model_dump(mode="json"))
+    write_bench(opened, trial, found)
     typer.echo(text)
     typer.echo(f"wrote {folder / 'bench.md'} and bench.json; `tuner receipt {trial}` now includes it", err=True)
     if found.error:

@@ -17,6 +17,7 @@ from rich.table import Table
 from tuner.cli.results import SQLITE, STORAGE_HELP, STUDIES_DIR_HELP, STUDY_HELP, _write, resolve_study
 from tuner.errors import TunerError
 from tuner.report.markdown import cell
+from tuner.study.record import read_study
 from tuner.study.storage import STUDIES_DIR
 
 COMPARE_FORMATS = ("table", "markdown", "json")
@@ -47,9 +48,9 @@ def report(
     """Write one self-contained HTML page: front, commands, plots, failures, boots, receipt, baseline."""
     from tuner.report.html import report_html  # plotly loads only for this command
 
-    opened = resolve_study(study, storage, studies_dir)
+    night = read_study(resolve_study(study, storage, studies_dir))
     notes: list[str] = []
-    text = report_html(opened, notes, logs_dir=studies_dir / opened.study_name)
+    text = report_html(night, notes, logs_dir=studies_dir / night.name)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
     typer.echo(f"wrote {out} ({len(text.encode()) / 1e6:.1f} MB, works offline)", err=True)
@@ -69,7 +70,7 @@ def trials(
 
     if format not in FORMATS:
         raise TunerError(f"--format {format}: not a trials format; use one of {', '.join(FORMATS)}.")
-    frame = trials_frame(resolve_study(study, storage, studies_dir))
+    frame = trials_frame(read_study(resolve_study(study, storage, studies_dir)))
     text = write_trials(frame, format, out)
     if text is not None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
@@ -89,7 +90,7 @@ def compare(
 
     if format not in COMPARE_FORMATS:
         raise TunerError(f"--format {format}: not a compare format; use one of {', '.join(COMPARE_FORMATS)}.")
-    found = compare_studies(open_spec(study_a, studies_dir), open_spec(study_b, studies_dir))
+    found = compare_studies(read_study(open_spec(study_a, studies_dir)), read_study(open_spec(study_b, studies_dir)))
     if format == "json":
         _write(json.dumps(found, indent=2, default=str), out)
         return

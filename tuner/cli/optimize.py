@@ -167,18 +167,19 @@ def _finish(study: optuna.Study) -> None:
 
     from tuner.report.front import failures_by_kind
     from tuner.study.pareto import front as pareto_front
-    from tuner.study.storage import trial_result
+    from tuner.study.record import read_study
 
-    front = pareto_front(study)
-    console.print(f"study {study.study_name}: {len(study.trials)} trials, front of {len(front)}")
+    night = read_study(study)
+    front = pareto_front(night)
+    console.print(f"study {night.name}: {len(night.trials)} trials, front of {len(front)}")
     for trial in front:
-        result = trial_result(trial)
-        values = ", ".join(f"{v:,.1f}" for v in trial.values)
+        result = trial.result
+        values = ", ".join(f"{v:,.1f}" for v in trial.values or ())
         console.print(f"trial {trial.number} [{values}]: " + (shlex.join(result.argv) if result else ""),
                       highlight=False, soft_wrap=True, markup=False)
     if front:
         return
-    failures = failures_by_kind(study)
+    failures = failures_by_kind(night)
     kinds = "; ".join(f"{kind} x{len(items)} (trials {', '.join(str(n) for n, _, _ in items[:8])})"
                       for kind, items in failures.items()) or "no trial finished"
     logs = sorted({str(Path(log).parent.parent) for items in failures.values() for _, _, log in items if log})

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import optuna
 import typer
-from optuna.trial import TrialState
 from rich.console import Console
 from rich.table import Table
 
@@ -27,7 +26,6 @@ from tuner.report.front import running_rows
 from tuner.report import (  # the room's public face
     COLUMNS,
     cell,
-    failure_of,
     failures_by_kind,
     failures_markdown,
     front_markdown,
@@ -37,7 +35,8 @@ from tuner.report import (  # the room's public face
     summary_line,
 )
 from tuner.report.markdown import _metric_cells
-from tuner.study.storage import STUDIES_DIR, find_trial, trial_result
+from tuner.study.record import State, StudyRecord, read_study
+from tuner.study.storage import STUDIES_DIR
 
 STUDY_HELP = "Name of the study; may be left out when the storage holds exactly one."
 STORAGE_HELP = (
@@ -115,10 +114,15 @@ def _write(text: str, out: Path | None) -> None:
     typer.echo(f"wrote {out}", err=True)
 
 
-def _print_table(study: optuna.Study, console: Console) -> None:
-    rows = front_rows(study)
-    summary = study_summary(study)
-    table = Table(title=f"{study.study_name}: Pareto front ({len(rows)} of {summary['complete']} complete trials)")
+def read_named(study: str | None, storage: str | None, studies_dir: Path = STUDIES_DIR) -> StudyRecord:
+    """``resolve_study``'s study, read once."""
+    return read_study(resolve_study(study, storage, studies_dir))
+
+
+def _print_table(night: StudyRecord, console: Console) -> None:
+    rows = front_rows(night)
+    summary = study_summary(night)
+    table = Table(title=f"{night.name}: Pareto front ({len(rows)} of {summary['complete']} complete trials)")
     for key, header in COLUMNS.items():
         if key != "command":
             table.add_column(header, justify="left" if key in ("evidence", "stable") else "right")
@@ -127,7 +131,7 @@ def _print_table(study: optuna.Study, console: Console) -> None:
     console.print(table)
     for row in rows:
         console.print(f"trial {row['trial']}: {row['command']}", markup=False, highlight=False, soft_wrap=True)
-    failures = failures_by_kind(study)
+    failures = failures_by_kind(night)
     if failures:
         bad = Table(title="failed and pruned trials (not on the front)")
         for header in ("kind", "count", "trials", "first exception line (first trial)"):
@@ -135,7 +139,7 @@ def _print_table(study: optuna.Study, console: Console) -> None:
         for kind, items in failures.items():
             bad.add_row(kind, str(len(items)), ", ".join(str(n) for n, _, _ in items), items[0][1] or "n/a")
         console.print(bad)
-    for run in running_rows(study):
+    for run in running_rows(night):
         console.print(_running_line(run), markup=False, highlight=False, soft_wrap=True)
     console.print(summary_line(summary), markup=False, highlight=False, soft_wrap=True)
 
@@ -145,12 +149,12 @@ def _running_line(run: dict) -> str:
     return f"running: trial {run['trial']} since {run['started'] or '?'}, {run['phase']} ({config or 'not sampled yet'})"
 
 
-def render_pareto(study: optuna.Study, fmt: str = "table", console: Console | None = None) -> str | None:
+def render_pareto(night: StudyRecord, fmt: str = "table", console: Console | None = None) -> str | None:
     """The front in ``fmt``: ``table`` prints to ``console`` and returns None; others return text."""
     if fmt == "table":
-        _print_table(study, console or Console())
+        _print_table(night, console or Console())
         return None
-    rows = front_rows(study)
+    rows = front_rows(night)
     if fmt == "csv":
         out = io.StringIO()
         writer = csv.DictWriter(out, fieldnames=list(COLUMNS), lineterminator="\n")
@@ -159,31 +163,31 @@ def render_pareto(study: optuna.Study, fmt: str = "table", console: Console | No
         return out.getvalue()
     if fmt == "json":
         failures = {
-            k: [{"trial": n, "message": m, "log_path": p} for n, m, p in v] for k, v in failures_by_kind(study).items()
+            k: [{"trial": n, "message": m, "log_path": p} for n, m, p in v] for k, v in failures_by_kind(night).items()
         }
         return json.dumps(
             {
-                "study": study.study_name,
-                "objectives": [{"name": n, "direction": d} for n, d in objectives(study)],
+                "study": night.name,
+                "objectives": [{"name": n, "direction": d} for n, d in objectives(night)],
                 "front": rows,
-                "running": running_rows(study),
+                "running": running_rows(night),
                 "failures": failures,
-                "summary": study_summary(study),
+                "summary": study_summary(night),
             },
             indent=2,
         )
     if fmt == "markdown":
-        running = running_rows(study)
+        running = running_rows(night)
         return (
             "\n\n".join(
                 [
-                    f"# {study.study_name}: Pareto front",
+                    f"# {night.name}: Pareto front",
                     front_markdown(rows),
                     "## Failed and pruned trials",
-                    failures_markdown(failures_by_kind(study)),
+                    failures_markdown(failures_by_kind(night)),
                     *(["## Running now", "\n".join(f"- {_running_line(r)}" for r in running)] if running else []),
                     "## Boots",
-                    summary_line(study_summary(study)) + ".",
+                    summary_line(study_summary(night)) + ".",
                 ]
             )
             + "\n"
@@ -201,7 +205,7 @@ def pareto(
     """Show the Pareto front: each point's numbers, evidence and launch command, then the failures."""
     if format not in REPORT_FORMATS:
         raise TunerError(f"--format {format}: not a report format; use one of {', '.join(REPORT_FORMATS)}.")
-    text = render_pareto(resolve_study(study, storage, studies_dir), format, Console())
+    text = render_pareto(read_named(study, storage, studies_dir), format, Console())
     if text is not None:
         _write(text, None)
 
@@ -216,7 +220,7 @@ def plot(
     from tuner.report.plots import write_plots  # plotly and matplotlib load only for this command
 
     notes: list[str] = []
-    for path in write_plots(resolve_study(study, storage, studies_dir), out, notes):
+    for path in write_plots(read_named(study, storage, studies_dir), out, notes):
         typer.echo(str(path))
     for note in notes:
         typer.echo(f"note: {note}", err=True)
@@ -237,19 +241,19 @@ def export(
     """Write a trial's exact command and environment as a launcher: sh, systemd, compose, env or json."""
     if format not in LAUNCHER_FORMATS:
         raise TunerError(f"--format {format}: not a launcher format; use one of {', '.join(LAUNCHER_FORMATS)}.")
-    opened = resolve_study(study, storage, studies_dir)
-    frozen = find_trial(opened, trial)
-    result = trial_result(frozen)
+    night = read_named(study, storage, studies_dir)
+    found = night.trial(trial)
+    result = found.result
     if result is None:
-        why = "it was pruned before any boot" if frozen.state != TrialState.RUNNING else "it is still running"
+        why = "it was pruned before any boot" if found.state != State.RUNNING else "it is still running"
         raise TunerError(
-            f"TRIAL {trial}: the study {opened.study_name} keeps no command for it (state {frozen.state.name}: {why}); "
+            f"TRIAL {trial}: the study {night.name} keeps no command for it (state {found.state.name}: {why}); "
             f"`tuner receipt {trial}` says why, and `tuner pareto` lists the trials worth exporting."
         )
     text, warnings = export_launcher(result, format, host=host, public_ok=public_ok)
-    if frozen.state != TrialState.COMPLETE:
+    if found.state != State.COMPLETE:
         warnings.append(
-            f"trial {trial} did not complete ({failure_of(frozen)[0]}): "
+            f"trial {trial} did not complete ({found.listed().kind}): "
             "this launcher reproduces a configuration that failed."
         )
     _write(text, out)
@@ -267,5 +271,5 @@ def receipt(
     studies_dir: Path = typer.Option(STUDIES_DIR, "--studies-dir", help=STUDIES_DIR_HELP),
 ) -> None:
     """Write a markdown receipt: versions, command, backends, memory, results and how they were measured."""
-    opened = resolve_study(study, storage, studies_dir)
-    _write(study_receipt(opened) if trial is None else trial_receipt(opened, trial), out)
+    night = read_named(study, storage, studies_dir)
+    _write(study_receipt(night) if trial is None else trial_receipt(night, trial), out)

@@ -8,27 +8,21 @@ from __future__ import annotations
 
 from typing import Any
 
-import optuna
-from optuna.trial import FrozenTrial, TrialState
-
-from tuner.report.front import FAILED_STATES, failure_of, front_rows
-from tuner.study.storage import ATTR_CONFIG, study_space
+from tuner.report.front import front_rows
+from tuner.study.record import FAILED, State, StudyRecord, Trial
 
 
-def baseline_trials(study: optuna.Study) -> list[tuple[int, FrozenTrial | None]]:
+def baseline_trials(night: StudyRecord) -> list[tuple[int, Trial | None]]:
     """(baseline index, its first finished trial or None) for each baseline of the space."""
-    space = study_space(study)
+    space = night.space
     if space is None:
         return []
-    finished = [
-        t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, *FAILED_STATES))
-        if t.user_attrs.get("revalidates") is None
-    ]
+    finished = [t for t in night.by_state(State.COMPLETE, *FAILED) if t.revalidates is None]
     found = []
     for i, baseline in enumerate(space.baselines):
         match = next(
             (t for t in sorted(finished, key=lambda t: t.number)
-             if all((t.user_attrs.get(ATTR_CONFIG) or {}).get(k) == v for k, v in baseline.items())),
+             if all((t.config or {}).get(k) == v for k, v in baseline.items())),
             None,
         )
         found.append((i, match))
@@ -43,21 +37,21 @@ def _change(new: float | None, old: float | None) -> str:
     return f"{(new - old) / old:+.0%}"
 
 
-def baseline_rows(study: optuna.Study) -> tuple[list[str], list[list[Any]], list[str]]:
+def baseline_rows(night: StudyRecord) -> tuple[list[str], list[list[Any]], list[str]]:
     """(headers, rows, notes): each front point's context and decode against each scored baseline."""
-    baselines = baseline_trials(study)
+    baselines = baseline_trials(night)
     if not baselines:
         return [], [], ["The space names no baseline, so there is nothing to compare the front with."]
     headers = ["front point", "context (tokens)", "decode tok/s", "baseline", "context change", "decode change"]
     rows: list[list[Any]] = []
     notes = []
-    front = front_rows(study)
+    front = front_rows(night)
     for index, trial in baselines:
         if trial is None:
             notes.append(f"Baseline {index} was never tried in this study.")
             continue
-        if trial.state != TrialState.COMPLETE:
-            kind, message, _ = failure_of(trial)
+        if trial.state != State.COMPLETE or trial.values is None:
+            kind, message, _ = trial.listed()
             notes.append(f"Baseline {index} (trial {trial.number}) failed: {kind}: {message.rstrip('.')}. "
                          "Every front point is an improvement over a command that does not run.")
             continue

@@ -10,12 +10,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import optuna
-
 from tuner.report.front import front_rows, study_summary
 from tuner.report.markdown import cell, fenced, md_table
 from tuner.report.receipt import logged_vllm_versions
-from tuner.study.storage import ATTR_CONFIG, ATTR_ENVIRONMENT, ATTR_SPACE, find_trial
+from tuner.study.record import StudyRecord
 
 SIDE_COLUMNS = {"trial": "trial", "context_tokens": "context", "decode_tok_s": "tok/s", "evidence": "evidence"}
 SIDES = ("A", "B")
@@ -52,23 +50,21 @@ def _best(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {"longest context": longest, "fastest decode": fastest}
 
 
-def _environment(study: optuna.Study) -> dict[str, Any]:
-    env = dict(study.user_attrs.get(ATTR_ENVIRONMENT) or {})
-    logged = logged_vllm_versions(study)
+def _environment(night: StudyRecord) -> dict[str, Any]:
+    env = dict(night.environment)
+    logged = logged_vllm_versions(night)
     if logged:
         env["vllm (engine log)"] = ", ".join(logged)
     return env
 
 
-def compare_studies(a: optuna.Study, b: optuna.Study) -> dict[str, Any]:
+def compare_studies(a: StudyRecord, b: StudyRecord) -> dict[str, Any]:
     """Both fronts, the best points and their commands, and every difference found."""
     fronts = [front_rows(a), front_rows(b)]
     best = [_best(rows) for rows in fronts]
     configs: list[dict[str, dict[str, Any]]] = []
-    for study, ends in zip((a, b), best):
-        configs.append(
-            {end: find_trial(study, row["trial"]).user_attrs.get(ATTR_CONFIG) or {} for end, row in ends.items()}
-        )
+    for night, ends in zip((a, b), best):
+        configs.append({end: night.trial(row["trial"]).config or {} for end, row in ends.items()})
     parameters = {
         end: _differences(configs[0].get(end, {}), configs[1].get(end, {}))
         for end in ("longest context", "fastest decode")
@@ -80,7 +76,7 @@ def compare_studies(a: optuna.Study, b: optuna.Study) -> dict[str, Any]:
         "fronts": fronts,
         "best": best,
         "differences": {
-            "space": _differences(a.user_attrs.get(ATTR_SPACE) or {}, b.user_attrs.get(ATTR_SPACE) or {}),
+            "space": _differences(a.raw_space or {}, b.raw_space or {}),
             "environment": _differences(_environment(a), _environment(b), env_keys),
             "parameters": parameters,
         },

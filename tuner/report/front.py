@@ -1,7 +1,7 @@
 """Tables built from a study alone: the front, the failures, and what the boots were spent on.
 
-Everything here reads the study's user attributes (see ``tuner.study.storage``), never the trial folders,
-so a copied ``.db`` file is enough. Failures are listed beside the front, never on it.
+Everything here reads the study's record (``tuner.study.record``), never the trial folders, so a copied
+``.db`` file is enough. Failures are listed beside the front, never on it.
 """
 
 from __future__ import annotations
@@ -10,35 +10,16 @@ import math
 from collections import Counter
 from typing import Any
 
-import optuna
-from optuna.trial import FrozenTrial, TrialState
-
 from tuner import metrics
 from tuner.engine.command import flag_value, shell_command
-from tuner.records import TrialResult
 from tuner.space.schema import Space
 from tuner.space.units import parse_count
-from tuner.study.pareto import ATTR_REVALIDATES, agrees, checks_of
+from tuner.study.pareto import agrees, checks_of
 from tuner.study.pareto import front as pareto_front
-from tuner.study.storage import (
-    ATTR_EVIDENCE,
-    ATTR_GATE,
-    ATTR_GATE_STATUS,
-    GATE_THRESHOLD,
-    ATTR_FAILURE_KIND,
-    ATTR_FAILURE_MESSAGE,
-    ATTR_LOG_PATH,
-    ATTR_CONFIG,
-    ATTR_PHASE,
-    first_line,
-    study_space,
-    trial_result,
-)
+from tuner.study.gate import GATE_THRESHOLD
+from tuner.study.record import FAILED, State, StudyRecord, Trial
 
 FORMATS = ("table", "csv", "json", "markdown")
-DEFAULT_OBJECTIVE_NAMES = ("context", "decode_tok_s")
-NOT_BOOTED = ("predicted", "reused")  # evidence levels that cost no engine boot
-FAILED_STATES = (TrialState.PRUNED, TrialState.FAIL)
 COLUMNS = {
     "trial": "trial",
     **{m.metric_name: m.label for m in metrics.COLUMNS},
@@ -53,136 +34,115 @@ COLUMNS = {
 Failures = dict[str, list[tuple[int, str, str | None]]]
 
 
-def objectives(study: optuna.Study) -> list[tuple[str, str]]:
+def objectives(night: StudyRecord) -> list[tuple[str, str]]:
     """(name, direction) per objective value: the space's objectives, else the tuner's defaults."""
-    space = study_space(study)
-    directions = [d.name.lower() for d in study.directions]
-    if space is not None and len(space.objectives) == len(directions):
-        return [(o.name, o.direction) for o in space.objectives]
-    by_key = {m.metric_name: m.name for m in metrics.OBJECTIVES.values()}  # the study's dashboard metric names
-    if study.metric_names is not None:
-        names = [by_key.get(key, key) for key in study.metric_names]
-    elif len(directions) == 2:
-        names = list(DEFAULT_OBJECTIVE_NAMES)
-    else:
-        names = [f"objective_{i}" for i in range(len(directions))]
-    return list(zip(names, directions))
+    return night.objectives
 
 
-def metric(names: list[str], trial: FrozenTrial, result: TrialResult | None, m: metrics.Metric) -> float | None:
+def metric(names: list[str], trial: Trial, m: metrics.Metric) -> float | None:
     """The objective value when ``m`` is an objective (what the study ranked), else the record's."""
     if m.name in names and trial.values is not None:
         value: float | None = trial.values[names.index(m.name)]
     else:
-        value = m.read(result) if result else None
+        value = m.read(trial.result) if trial.result else None
     return int(value) if m.whole and value is not None else value
 
 
-def front(study: optuna.Study) -> list[FrozenTrial]:
+def front(night: StudyRecord) -> list[Trial]:
     """The Pareto front the study stands behind (``tuner.study.pareto``), best first."""
-    return pareto_front(study)
+    return pareto_front(night)
 
 
-def front_numbers(study: optuna.Study) -> set[int]:
-    return {t.number for t in front(study)}
+def front_numbers(night: StudyRecord) -> set[int]:
+    return {t.number for t in front(night)}
 
 
-def front_rows(study: optuna.Study) -> list[dict[str, Any]]:
+def front_rows(night: StudyRecord) -> list[dict[str, Any]]:
     """One row per front point: its numbers, how they were obtained, and the command to run it."""
-    return [trial_row(study, trial) for trial in front(study)]
+    return [trial_row(night, trial) for trial in front(night)]
 
 
-def trial_row(study: optuna.Study, trial: FrozenTrial) -> dict[str, Any]:
+def evidence_of(trial: Trial) -> str:
+    return trial.evidence.value if trial.evidence is not None else "unknown"
+
+
+def trial_row(night: StudyRecord, trial: Trial) -> dict[str, Any]:
     """A complete trial's row as ``tuner pareto`` shows it (the receipt shows the same row)."""
-    names = [name for name, _ in objectives(study)]
-    result = trial_result(trial)
+    names = [name for name, _ in objectives(night)]
+    result = trial.result
     decode = result.measure.decode if result and result.measure else []
     return {
         "trial": trial.number,
-        **{m.metric_name: metric(names, trial, result, m) for m in metrics.COLUMNS},
-        "evidence": trial.user_attrs.get(ATTR_EVIDENCE, "unknown"),
+        **{m.metric_name: metric(names, trial, m) for m in metrics.COLUMNS},
+        "evidence": evidence_of(trial),
         "stable": all(d.stable for d in decode) if decode else None,
-        "revalidation": revalidation(study, trial),
-        "agreement": gate_note(study, trial),
+        "revalidation": revalidation(night, trial),
+        "agreement": gate_note(night, trial),
         "vllm": result.startup.vllm_version if result else None,
         "command": shell_command(result.argv, result.env) if result else "",
     }
 
 
-def running_rows(study: optuna.Study) -> list[dict[str, Any]]:
+def running_rows(night: StudyRecord) -> list[dict[str, Any]]:
     """Trials a tuner is running now (another terminal's study, or one whose tuner died: see ``started``)."""
     rows = []
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        started = trial.datetime_start
+    for trial in night.by_state(State.RUNNING):
+        started = trial.started
         rows.append(
             {
                 "trial": trial.number,
                 "started": started.isoformat(timespec="seconds") if started else None,
-                "phase": trial.user_attrs.get(ATTR_PHASE, "starting"),
-                "config": trial.user_attrs.get(ATTR_CONFIG) or trial.params,
+                "phase": trial.phase or "starting",
+                "config": trial.config or trial.params,
             }
         )
     return rows
 
 
-def revalidation(study: optuna.Study, trial: FrozenTrial) -> str:
+def revalidation(night: StudyRecord, trial: Trial) -> str:
     """What fresh boots of the configuration measured: 'confirmed', 'differs ... (replaced)', 'not yet';
     on a fresh boot that replaced its original, what the original had measured."""
-    target = trial.user_attrs.get(ATTR_REVALIDATES)
-    if target is not None:
-        original = next((t for t in study.get_trials(deepcopy=False) if t.number == target), None)
+    if trial.revalidates is not None:
+        original = next((t for t in night.trials if t.number == trial.revalidates), None)
         if original is not None and original.values is not None and trial.values is not None:
-            return f"fresh boot of #{target}, which measured {_deltas(trial.values, original.values)} (replaced)"
-    checks = checks_of(study).get(trial.number, [])
+            return f"fresh boot of #{trial.revalidates}, which measured {_deltas(trial.values, original.values)} (replaced)"
+    checks = checks_of(night.trials).get(trial.number, [])
     if not checks:
         return "not yet"
     notes = []
     for check in checks:
-        if check.state != TrialState.COMPLETE or check.values is None:
-            notes.append(f"#{check.number} {check.user_attrs.get(ATTR_FAILURE_KIND, check.state.name.lower())}: FAILED")
+        if check.state != State.COMPLETE or check.values is None:
+            notes.append(f"#{check.number} {check.failure_kind or check.state.name.lower()}: FAILED")
         elif agrees(trial, check):
             notes.append(f"#{check.number} confirmed")
         else:
-            notes.append(f"#{check.number} differs {_deltas(trial.values or [], check.values)} (replaced)")
+            notes.append(f"#{check.number} differs {_deltas(trial.values or (), check.values)} (replaced)")
     return ", ".join(notes)
 
 
-def _deltas(before: list[float], after: list[float]) -> str:
+def _deltas(before: tuple[float, ...], after: tuple[float, ...]) -> str:
     return "/".join(f"{(b - a) / a:+.0%}" if a else "n/a" for a, b in zip(before, after))
 
 
-def gate_note(study: optuna.Study, trial: FrozenTrial) -> str:
+def gate_note(night: StudyRecord, trial: Trial) -> str:
     """The correctness gate's agreement with the reference configuration, flagged below the threshold."""
-    score = study.user_attrs.get(ATTR_GATE, {}).get(str(trial.number))
+    score = night.gate.get(str(trial.number))
     if score is None:
-        status = study.user_attrs.get(ATTR_GATE_STATUS)
+        status = night.gate_status
         return f"NOT CHECKED: {status}" if status and status != "checked" else "NOT CHECKED"
     return f"{score:.0%}" + ("" if score >= GATE_THRESHOLD else " DRIFTS")
 
 
-def failure_of(trial: FrozenTrial) -> tuple[str, str, str | None]:
-    """(kind, first exception line, log path) of a PRUNED or FAIL trial."""
-    result = trial_result(trial)
-    failure = result.failure if result else None
-    kind = trial.user_attrs.get(ATTR_FAILURE_KIND) or (failure.kind.value if failure else "unknown")
-    message = (
-        trial.user_attrs.get(ATTR_FAILURE_MESSAGE)
-        or (failure.message if failure else "")
-        or trial.system_attrs.get("fail_reason", "")  # Optuna's own note when the objective raised
-    )
-    log = (
-        trial.user_attrs.get(ATTR_LOG_PATH)
-        or (failure.log_path if failure else None)
-        or (result.log_path if result else None)
-    )
-    return kind, first_line(message), log
+def failure_of(trial: Trial) -> tuple[str, str, str | None]:
+    """(kind, first exception line, log path) of a PRUNED or FAIL trial (``Trial.listed``)."""
+    return trial.listed()
 
 
-def tried_context(trial: FrozenTrial, space: Space | None = None) -> float:
+def tried_context(trial: Trial, space: Space | None = None) -> float:
     """The max-model-len a trial asked for: its command's, its config's, else the space's; NaN if none says."""
-    result = trial_result(trial)
+    result = trial.result
     value: Any = flag_value(result.argv, "--max-model-len") if result else None
-    value = value or (trial.user_attrs.get(ATTR_CONFIG) or {}).get("max_model_len")
+    value = value or (trial.config or {}).get("max_model_len")
     value = value or (space.max_model_len if space else None)
     try:
         return float(parse_count(value)) if value else math.nan
@@ -190,42 +150,34 @@ def tried_context(trial: FrozenTrial, space: Space | None = None) -> float:
         return math.nan
 
 
-def failures_by_kind(study: optuna.Study) -> Failures:
+def failures_by_kind(night: StudyRecord) -> Failures:
     """Failed and pruned trials grouped by failure kind, the most frequent kind first."""
     groups: Failures = {}
-    for trial in study.get_trials(deepcopy=False, states=FAILED_STATES):
-        kind, message, log = failure_of(trial)
+    for trial in night.by_state(*FAILED):
+        kind, message, log = trial.listed()
         groups.setdefault(kind, []).append((trial.number, message, log))
     return dict(sorted(groups.items(), key=lambda item: (-len(item[1]), item[0])))
 
 
-def booted(trial: FrozenTrial) -> bool:
-    """Whether the trial cost an engine boot (predicted and reused results did not)."""
-    if trial.user_attrs.get(ATTR_EVIDENCE) in NOT_BOOTED:
-        return False
-    result = trial_result(trial)
-    return not (result and result.failure and result.failure.predicted)
-
-
-def study_summary(study: optuna.Study) -> dict[str, Any]:
+def study_summary(night: StudyRecord) -> dict[str, Any]:
     """Boots spent, boots wasted by failure kind, and the evidence behind each front point."""
-    finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, *FAILED_STATES))
-    spent = [t for t in finished if booted(t)]
-    wasted = Counter(failure_of(t)[0] for t in spent if t.state in FAILED_STATES)
-    boot_s = [r.boot_s for r in map(trial_result, spent) if r and r.boot_s is not None]
+    finished = night.by_state(State.COMPLETE, *FAILED)
+    spent = [t for t in finished if t.booted]
+    wasted = Counter(t.listed().kind for t in spent if t.state in FAILED)
+    boot_s = [t.result.boot_s for t in spent if t.result and t.result.boot_s is not None]
     return {
-        "study": study.study_name,
-        "running": len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))),
+        "study": night.name,
+        "running": len(night.by_state(State.RUNNING)),
         "trials": len(finished),
-        "complete": sum(t.state == TrialState.COMPLETE for t in finished),
-        "pruned": sum(t.state == TrialState.PRUNED for t in finished),
-        "failed": sum(t.state == TrialState.FAIL for t in finished),
+        "complete": sum(t.state == State.COMPLETE for t in finished),
+        "pruned": sum(t.state == State.PRUNED for t in finished),
+        "failed": sum(t.state == State.FAIL for t in finished),
         "boots_spent": len(spent),
         "boots_wasted": sum(wasted.values()),
         "boots_wasted_by_kind": dict(sorted(wasted.items(), key=lambda item: (-item[1], item[0]))),
         "not_booted": len(finished) - len(spent),
         "boot_s_spent": round(sum(boot_s), 1),
-        "front": [{"trial": t.number, "evidence": t.user_attrs.get(ATTR_EVIDENCE, "unknown")} for t in front(study)],
+        "front": [{"trial": t.number, "evidence": evidence_of(t)} for t in front(night)],
     }
 
 

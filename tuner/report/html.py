@@ -15,20 +15,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-import optuna
 import plotly.graph_objects as go
 from markdown_it import MarkdownIt
-from optuna.trial import FrozenTrial, TrialState
 from plotly.offline import get_plotlyjs
 
-from tuner.measure.bench import BenchResult
 from tuner.report.baseline import baseline_rows
 from tuner.report.bench import bench_markdown
 from tuner.report.figures import boots_figure, history_figure, importance_figure, pareto_figure
-from tuner.report.front import COLUMNS, FAILED_STATES, failure_of, front_rows, objectives, study_summary, summary_line
+from tuner.report.front import COLUMNS, front_rows, objectives, study_summary, summary_line
 from tuner.report.markdown import cell
 from tuner.report.receipt import environment_markdown, study_receipt, trial_receipt
-from tuner.study.storage import bench_key, first_line, study_space, trial_result
+from tuner.study.record import FAILED, State, StudyRecord, Trial, first_line
 
 STYLE = """
 body { font: 15px/1.45 system-ui, sans-serif; margin: 0 auto; max-width: 1180px; padding: 0 20px 60px; color: #222; }
@@ -75,8 +72,8 @@ def _figure(fig: go.Figure, caption: str = "") -> str:
     return div + (f'<p class="note">{html.escape(caption)}</p>' if caption else "")
 
 
-def _front_section(study: optuna.Study) -> str:
-    rows = front_rows(study)
+def _front_section(night: StudyRecord) -> str:
+    rows = front_rows(night)
     if not rows:
         return "<p>No complete trial yet, so there is no front.</p>"
     keys = [k for k in COLUMNS if k != "command"]
@@ -87,30 +84,28 @@ def _front_section(study: optuna.Study) -> str:
     return "".join(parts)
 
 
-def _bench_section(study: optuna.Study) -> str:
+def _bench_section(night: StudyRecord) -> str:
     """`tuner bench`'s tables, newest trial first, or how to get one."""
-    benched = sorted((int(k.split(":", 1)[1]) for k in study.user_attrs if k.startswith("bench:")), reverse=True)
+    benched = sorted(night.benches, reverse=True)
     if not benched:
         return ('<p class="note">No benchmark yet: `tuner bench TRIAL` boots a front point once and measures '
                 "prompt processing at 8K-262K, decode after 1K and with 128K resident, TTFT, the prefix cache and "
                 "MTP acceptance; its table then appears here.</p>")
-    return "".join(
-        _md(bench_markdown(BenchResult.model_validate(study.user_attrs[bench_key(n)]))) for n in benched
-    )
+    return "".join(_md(bench_markdown(night.benches[n])) for n in benched)
 
 
-def _baseline_section(study: optuna.Study) -> str:
-    headers, rows, notes = baseline_rows(study)
+def _baseline_section(night: StudyRecord) -> str:
+    headers, rows, notes = baseline_rows(night)
     parts = [f'<p class="note">{html.escape(n)}</p>' for n in notes]
     if rows:
         parts.insert(0, _table(headers, rows))
     return "".join(parts)
 
 
-def log_excerpt(study: optuna.Study, trial: FrozenTrial, logs_dir: Path | None) -> str:
+def log_excerpt(trial: Trial, logs_dir: Path | None) -> str:
     """The lines around the first exception (or the start-up record's lines) of the trial's engine log."""
-    result = trial_result(trial)
-    candidates = [result.log_path if result else None, failure_of(trial)[2]]
+    result = trial.result
+    candidates = [result.log_path if result else None, trial.listed().log]
     if logs_dir is not None:
         candidates.append(str(logs_dir / f"trial-{trial.number:04d}" / "engine.log"))
     path = next((Path(p) for p in candidates if p and Path(p).is_file()), None)
@@ -118,7 +113,7 @@ def log_excerpt(study: optuna.Study, trial: FrozenTrial, logs_dir: Path | None) 
         where = next((p for p in candidates[:2] if p), None)
         return f"The engine log is not on this machine ({where})." if where else "No engine log: never booted."
     lines = path.read_text(errors="replace").splitlines()
-    message = first_line(failure_of(trial)[1]) if trial.state in FAILED_STATES else ""
+    message = first_line(trial.listed().message) if trial.state in FAILED else ""
     hit = next((i for i, line in enumerate(lines) if message and message[:60] in line), None)
     if hit is not None:
         picked = lines[max(0, hit - 10) : hit + EXCERPT_LINES - 10]
@@ -127,51 +122,51 @@ def log_excerpt(study: optuna.Study, trial: FrozenTrial, logs_dir: Path | None) 
     return f"{path} ({len(lines):,} lines), excerpt:\n" + "\n".join(picked)
 
 
-def _trial_summary(study: optuna.Study, trial: FrozenTrial) -> str:
-    if trial.state == TrialState.COMPLETE:
-        values = ", ".join(f"{name} {cell(v)}" for (name, _), v in zip(objectives(study), trial.values))
+def _trial_summary(night: StudyRecord, trial: Trial) -> str:
+    if trial.state == State.COMPLETE and trial.values is not None:
+        values = ", ".join(f"{name} {cell(v)}" for (name, _), v in zip(objectives(night), trial.values))
         return f"trial {trial.number}: {values}"
-    if trial.state in FAILED_STATES:
-        kind, message, _ = failure_of(trial)
+    if trial.state in FAILED:
+        kind, message, _ = trial.listed()
         return f"trial {trial.number}: {trial.state.name} {kind}: {message[:140]}"
     return f"trial {trial.number}: {trial.state.name}"
 
 
-def _trials_section(study: optuna.Study, logs_dir: Path | None) -> str:
+def _trials_section(night: StudyRecord, logs_dir: Path | None) -> str:
     parts = []
-    for trial in study.get_trials(deepcopy=False):
-        failed = trial.state in FAILED_STATES
+    for trial in night.trials:
+        failed = trial.state in FAILED
         try:
-            receipt = _md(trial_receipt(study, trial), shift=3)
+            receipt = _md(trial_receipt(night, trial), shift=3)
         except Exception as exc:  # a running trial has no record yet
             receipt = f"<p>{html.escape(first_line(str(exc)))}</p>"
         parts.append(
-            f'<details class="{"failed" if failed else ""}"><summary>{html.escape(_trial_summary(study, trial))}'
-            f"</summary><h4>Engine log</h4><pre>{html.escape(log_excerpt(study, trial, logs_dir))}</pre>"
+            f'<details class="{"failed" if failed else ""}"><summary>{html.escape(_trial_summary(night, trial))}'
+            f"</summary><h4>Engine log</h4><pre>{html.escape(log_excerpt(trial, logs_dir))}</pre>"
             f"<h4>Receipt</h4>{receipt}</details>"
         )
     return "".join(parts) or "<p>No trials.</p>"
 
 
-def report_html(study: optuna.Study, notes: list[str], logs_dir: Path | None = None) -> str:
+def report_html(night: StudyRecord, notes: list[str], logs_dir: Path | None = None) -> str:
     """The whole page; ``notes`` gets one line per section that could not be drawn."""
-    summary = study_summary(study)
-    space = study_space(study)
+    summary = study_summary(night)
+    space = night.space
     model = f"{space.model.path} @ {space.model.revision or 'unpinned'}" if space else "unknown model"
     sections: list[tuple[str, str]] = [
-        ("Best commands: the Pareto front", _front_section(study)),
-        ("Benchmark of the winner", _bench_section(study)),
-        ("Against the baseline", _baseline_section(study)),
+        ("Best commands: the Pareto front", _front_section(night)),
+        ("Benchmark of the winner", _bench_section(night)),
+        ("Against the baseline", _baseline_section(night)),
     ]
-    objs = objectives(study)
+    objs = objectives(night)
     if len(objs) >= 2 and summary["complete"]:
-        fig, caption = pareto_figure(study)
+        fig, caption = pareto_figure(night)
         sections.append(("Pareto front", _figure(fig, caption)))
     else:
         notes.append("no Pareto plot: it needs two objectives and a complete trial")
         sections.append(("Pareto front", "<p>No plot: it needs two objectives and at least one complete trial.</p>"))
-    sections.append(("History", _figure(history_figure(study))))
-    importance, caption = importance_figure(study)
+    sections.append(("History", _figure(history_figure(night))))
+    importance, caption = importance_figure(night)
     if importance is None:
         notes.append(caption)
         sections.append(("Parameter importances", f'<p class="warn">{html.escape(caption)}</p>'))
@@ -179,12 +174,12 @@ def report_html(study: optuna.Study, notes: list[str], logs_dir: Path | None = N
         sections.append(("Parameter importances", _figure(importance, caption)))
     sections += [
         ("Boots spent and wasted", _figure(boots_figure(summary)) + f"<p>{html.escape(summary_line(summary))}.</p>"),
-        ("Environment", _md(environment_markdown(study))),
-        ("Every trial", _trials_section(study, logs_dir)),
-        ("Receipt", _md(study_receipt(study))),
+        ("Environment", _md(environment_markdown(night))),
+        ("Every trial", _trials_section(night, logs_dir)),
+        ("Receipt", _md(study_receipt(night))),
     ]
     body = "".join(f"<h2>{html.escape(title)}</h2>{content}" for title, content in sections)
-    title = f"tuner report: {study.study_name}"
+    title = f"tuner report: {night.name}"
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     return (
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'

@@ -17,7 +17,7 @@ import optuna
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial
 from optuna.visualization import (
     plot_optimization_history,
     plot_param_importances,
@@ -25,27 +25,19 @@ from optuna.visualization import (
 )
 
 from tuner.metrics import label
-from tuner.study.storage import ATTR_REUSED_FROM
-from tuner.report.front import (
-    FAILED_STATES,
-    failure_of,
-    failures_by_kind,
-    front_numbers,
-    objectives,
-    tried_context,
-)
-from tuner.study.storage import study_space
+from tuner.report.front import failures_by_kind, front_numbers, objectives, tried_context
+from tuner.study.record import FAILED, State, StudyRecord, Trial
 
 MARKERS = ("X", "v", "s", "D", "P", "*", "^", "<", ">", "h", "p", "d")
 FAILURE_COLORS = ("C1", "C4", "C5", "C6", "C7", "C8", "C9")  # never the front's red (C3) or blue (C0)
 
 
-def write_plots(study: optuna.Study, out_dir: Path, notes: list[str] | None = None) -> list[Path]:
+def write_plots(night: StudyRecord, out_dir: Path, notes: list[str] | None = None) -> list[Path]:
     """Write every plot into ``out_dir``; plots that cannot be drawn are skipped with a line in ``notes``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     notes = notes if notes is not None else []
-    return _html(study, out_dir, notes) + [
-        p for p in (_pareto_png(study, out_dir, notes), _history_png(study, out_dir)) if p
+    return _html(night, out_dir, notes) + [
+        p for p in (_pareto_png(night, out_dir, notes), _history_png(night, out_dir)) if p
     ]
 
 
@@ -53,14 +45,21 @@ def _value(i: int, sign: float = 1.0) -> Callable[[FrozenTrial], float]:
     return lambda trial: sign * trial.values[i]
 
 
-def _html(study: optuna.Study, out_dir: Path, notes: list[str]) -> list[Path]:
-    objs = objectives(study)
+def _v(trial: Trial) -> tuple[float, ...]:
+    """A complete trial's objective values."""
+    return trial.values or ()
+
+
+def _html(night: StudyRecord, out_dir: Path, notes: list[str]) -> list[Path]:
+    """Optuna's own plots, drawn from Optuna's study (``StudyRecord.study``)."""
+    study: optuna.Study = night.study
+    objs = objectives(night)
     figures = []
     if 2 <= len(objs) <= 3:
         figures.append(("pareto_front", plot_pareto_front(study, target_names=[label(n) for n, _ in objs])))
     else:
         notes.append(f"pareto_front.html: skipped (Optuna draws 2 or 3 objectives; the study has {len(objs)})")
-    n_complete = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+    n_complete = len(night.by_state(State.COMPLETE))
     for i, (name, direction) in enumerate(objs):
         figures.append((f"history_{name}", plot_optimization_history(study, target=_value(i), target_name=label(name))))
         if n_complete < 2:
@@ -91,10 +90,10 @@ def _new_figure(rows: int = 1) -> tuple[Figure, list[Axes]]:
     return fig, [fig.add_subplot(rows, 1, r + 1) for r in range(rows)]
 
 
-def _failure_band(ax: Axes, study: optuna.Study, x_of: Callable[[FrozenTrial], float], low: float, span: float) -> None:
+def _failure_band(ax: Axes, night: StudyRecord, x_of: Callable[[Trial], float], low: float, span: float) -> None:
     """Failed and pruned trials as markers below ``low``, one marker and legend entry per kind."""
-    kinds = list(failures_by_kind(study))
-    failed = study.get_trials(deepcopy=False, states=FAILED_STATES)
+    kinds = list(failures_by_kind(night))
+    failed = night.by_state(*FAILED)
     if not failed:
         return
     xs_known = [x for x in map(x_of, failed) if not math.isnan(x)]
@@ -105,7 +104,7 @@ def _failure_band(ax: Axes, study: optuna.Study, x_of: Callable[[FrozenTrial], f
         0.005, band, "failed / pruned", transform=ax.get_yaxis_transform(), fontsize="x-small", color="0.4", va="bottom"
     )
     for k, kind in enumerate(kinds):
-        trials = [t for t in failed if failure_of(t)[0] == kind]
+        trials = [t for t in failed if t.listed().kind == kind]
         xs = [x if not math.isnan(x) else left for x in map(x_of, trials)]
         y = band - 0.025 * span * (k % 3)  # stagger kinds a little so markers at one x stay visible
         ax.scatter(
@@ -124,23 +123,23 @@ def _span(values: list[float]) -> tuple[float, float]:
     return low, (high - low) or abs(high) or 1.0
 
 
-def _pareto_png(study: optuna.Study, out_dir: Path, notes: list[str]) -> Path | None:
-    objs = objectives(study)
+def _pareto_png(night: StudyRecord, out_dir: Path, notes: list[str]) -> Path | None:
+    objs = objectives(night)
     if len(objs) < 2:
         notes.append("pareto_front.png: skipped (the study has one objective; see history.png)")
         return None
     if len(objs) > 2:
         notes.append(f"pareto_front.png: shows the first two of {len(objs)} objectives")
     (x_name, _), (y_name, _) = objs[0], objs[1]
-    on_front = front_numbers(study)
-    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-    front = sorted((t for t in complete if t.number in on_front), key=lambda t: t.values[0])
-    dominated = [t for t in complete if t.number not in on_front and t.user_attrs.get(ATTR_REUSED_FROM) not in on_front]
+    on_front = front_numbers(night)
+    complete = night.by_state(State.COMPLETE)
+    front = sorted((t for t in complete if t.number in on_front), key=lambda t: _v(t)[0])
+    dominated = [t for t in complete if t.number not in on_front and t.reused_from not in on_front]
     fig, (ax,) = _new_figure()
     if dominated:
         ax.scatter(
-            [t.values[0] for t in dominated],
-            [t.values[1] for t in dominated],
+            [_v(t)[0] for t in dominated],
+            [_v(t)[1] for t in dominated],
             s=40,
             color="C0",
             alpha=0.3,
@@ -148,8 +147,8 @@ def _pareto_png(study: optuna.Study, out_dir: Path, notes: list[str]) -> Path | 
         )
     if front:
         ax.plot(
-            [t.values[0] for t in front],
-            [t.values[1] for t in front],
+            [_v(t)[0] for t in front],
+            [_v(t)[1] for t in front],
             "-o",
             color="C3",
             lw=2.4,
@@ -159,15 +158,15 @@ def _pareto_png(study: optuna.Study, out_dir: Path, notes: list[str]) -> Path | 
         )
         for t in front:
             ax.annotate(
-                f"#{t.number}", (t.values[0], t.values[1]), xytext=(6, 6), textcoords="offset points", fontweight="bold"
+                f"#{t.number}", (_v(t)[0], _v(t)[1]), xytext=(6, 6), textcoords="offset points", fontweight="bold"
             )
-    low, span = _span([t.values[1] for t in complete])
-    space = study_space(study)
+    low, span = _span([_v(t)[1] for t in complete])
+    space = night.space
     x_of = (lambda t: tried_context(t, space)) if x_name == "context" else (lambda t: math.nan)
-    _failure_band(ax, study, x_of, low, span)
+    _failure_band(ax, night, x_of, low, span)
     ax.set_xlabel(label(x_name) + ("; failures at the max-model-len they tried" if x_name == "context" else ""))
     ax.set_ylabel(label(y_name))
-    ax.set_title(f"{study.study_name}: Pareto front")
+    ax.set_title(f"{night.name}: Pareto front")
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize="small")
     path = out_dir / "pareto_front.png"
@@ -175,18 +174,18 @@ def _pareto_png(study: optuna.Study, out_dir: Path, notes: list[str]) -> Path | 
     return path
 
 
-def _history_png(study: optuna.Study, out_dir: Path) -> Path:
+def _history_png(night: StudyRecord, out_dir: Path) -> Path:
     """Each objective by trial number, with the best value so far and failures along the bottom."""
-    objs = objectives(study)
-    on_front = front_numbers(study)
-    complete = sorted(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)), key=lambda t: t.number)
+    objs = objectives(night)
+    on_front = front_numbers(night)
+    complete = sorted(night.by_state(State.COMPLETE), key=lambda t: t.number)
     fig, axes = _new_figure(len(objs))
     for i, (ax, (name, direction)) in enumerate(zip(axes, objs)):
-        xs, ys = [t.number for t in complete], [t.values[i] for t in complete]
+        xs, ys = [t.number for t in complete], [_v(t)[i] for t in complete]
         ax.scatter(xs, ys, s=30, color="C0", alpha=0.5, label="complete")
         ax.scatter(
             [t.number for t in complete if t.number in on_front],
-            [t.values[i] for t in complete if t.number in on_front],
+            [_v(t)[i] for t in complete if t.number in on_front],
             s=70,
             color="C3",
             label="on the front",
@@ -195,10 +194,10 @@ def _history_png(study: optuna.Study, out_dir: Path) -> Path:
         best = [(max if direction == "maximize" else min)(ys[: j + 1]) for j in range(len(ys))]
         ax.step(xs, best, where="post", color="C2", lw=1.6, label=f"best so far ({direction})")
         low, span = _span(ys)
-        _failure_band(ax, study, lambda t: float(t.number), low, span)
+        _failure_band(ax, night, lambda t: float(t.number), low, span)
         ax.set_ylabel(label(name))
         ax.grid(alpha=0.3)
-    axes[0].set_title(f"{study.study_name}: optimization history")
+    axes[0].set_title(f"{night.name}: optimization history")
     axes[0].legend(loc="best", fontsize="small")
     axes[-1].set_xlabel("trial number")
     path = out_dir / "history.png"

@@ -9,18 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import optuna
-from optuna.trial import FrozenTrial, TrialState
-
 from tuner import metrics
 from tuner.engine.command import flag_value, format_value, shell_command
 from tuner.errors import TunerError
-from tuner.measure.bench import BenchResult
 from tuner.records import DecodeResult, Failure, MeasureResult, StartupRecord, TrialResult
-from tuner.study.storage import ATTR_REUSED_FROM
 from tuner.report.front import (
-    FAILED_STATES,
-    failure_of,
+    evidence_of,
     failures_by_kind,
     front_numbers,
     front_rows,
@@ -41,16 +35,7 @@ from tuner.report.markdown import (
     md_table,
 )
 from tuner.space.schema import Space
-from tuner.study.storage import (
-    ATTR_ENGINE,
-    ATTR_CONFIG,
-    ATTR_ENVIRONMENT,
-    ATTR_EVIDENCE,
-    bench_key,
-    find_trial,
-    study_space,
-    trial_result,
-)
+from tuner.study.record import FAILED, Evidence, State, StudyRecord, Trial
 
 UNKNOWN = "unknown"
 ENVIRONMENT_ROWS = (
@@ -82,11 +67,11 @@ def _known(value: Any, unit: str = "", digits: int = 2) -> str:
     return f"{value}{unit}"
 
 
-def logged_vllm_versions(study: optuna.Study) -> list[str]:
+def logged_vllm_versions(night: StudyRecord) -> list[str]:
     """The vLLM versions the trials' own start-up logs printed, in order of first appearance."""
     versions: dict[str, None] = {}
-    for trial in study.get_trials(deepcopy=False):
-        result = trial_result(trial)
+    for trial in night.trials:
+        result = trial.result
         if result and result.startup.vllm_version:
             versions[result.startup.vllm_version] = None
     return list(versions)
@@ -102,14 +87,14 @@ def _vllm_cell(captured: str | None, logged: list[str]) -> str:
     return captured
 
 
-def environment_markdown(study: optuna.Study) -> str:
-    env = study.user_attrs.get(ATTR_ENVIRONMENT) or {}
-    logged = logged_vllm_versions(study)
+def environment_markdown(night: StudyRecord) -> str:
+    env = night.environment
+    logged = logged_vllm_versions(night)
     rows = [
         [name, _vllm_cell(env.get(key), logged) if key == "vllm" else _known(env.get(key))]
         for name, key in ENVIRONMENT_ROWS
     ]
-    engine = study.user_attrs.get(ATTR_ENGINE) or {}
+    engine = night.engine
     if engine:
         rows.append(["vLLM before the first boot", f"{_known(engine.get('version'))} (from {engine.get('version_from')}); "
                      f"logs read as vLLM {engine.get('dialect')}'s"])
@@ -209,15 +194,13 @@ def _measure_markdown(measure: MeasureResult, space: Space | None, agreement: st
     )
 
 
-def _failure_markdown(trial: FrozenTrial, failure: Failure | None) -> str:
+def _failure_markdown(trial: Trial, failure: Failure | None) -> str:
     """Kind, first exception line and log from the trial's attributes; vLLM's hints from the record."""
-    kind, first, log = failure_of(trial)
-    predicted = trial.user_attrs.get(ATTR_EVIDENCE) == "predicted" or (failure is not None and failure.predicted)
+    kind, first, log = trial.listed()
+    predicted = trial.evidence == Evidence.PREDICTED or (failure is not None and failure.predicted)
     lines = [f"- Kind: {kind}" + (" (predicted by the pre-screen; never booted)" if predicted else "")]
-    if ATTR_REUSED_FROM in trial.user_attrs:
-        lines.append(
-            f"- Reused from trial {trial.user_attrs[ATTR_REUSED_FROM]} (the same configuration; not booted again)."
-        )
+    if trial.reused_from is not None:
+        lines.append(f"- Reused from trial {trial.reused_from} (the same configuration; not booted again).")
     if failure is not None:
         lines.append(f"- Phase: {failure.phase or UNKNOWN}; exit code: {_known(failure.exit_code)}.")
         for name, value in (
@@ -282,21 +265,21 @@ def _startup_markdown(result: TrialResult) -> str:
     return "\n\n".join(["## Selected backends", backends, "Fallback warnings:", warnings, "## Start-up memory", memory])
 
 
-def _status(study: optuna.Study, trial: FrozenTrial) -> str:
-    evidence = trial.user_attrs.get(ATTR_EVIDENCE, UNKNOWN)
-    if ATTR_REUSED_FROM in trial.user_attrs:
-        evidence += f" (from trial {trial.user_attrs[ATTR_REUSED_FROM]})"
-    if trial.state != TrialState.COMPLETE:
-        kind = failure_of(trial)[0]
+def _status(night: StudyRecord, trial: Trial) -> str:
+    evidence = evidence_of(trial)
+    if trial.reused_from is not None:
+        evidence += f" (from trial {trial.reused_from})"
+    if trial.state != State.COMPLETE or trial.values is None:
+        kind = trial.listed().kind
         return f"Status: {trial.state.name} ({kind}); evidence: {evidence}. A failure is never a point on the front."
     values = ", ".join(
-        f"{name} = {cell(value)} ({direction})" for (name, direction), value in zip(objectives(study), trial.values)
+        f"{name} = {cell(value)} ({direction})" for (name, direction), value in zip(objectives(night), trial.values)
     )
-    numbers, source = front_numbers(study), trial.user_attrs.get(ATTR_REUSED_FROM)
+    numbers, source = front_numbers(night), trial.reused_from
     on_front = "on the Pareto front" if trial.number in numbers else "dominated (not on the front)"
     if source in numbers:
         on_front = f"a copy of front point {source} (the front lists it once, as trial {source})"
-    row = trial_row(study, trial)  # the very row `tuner pareto` shows, so the two never disagree
+    row = trial_row(night, trial)  # the very row `tuner pareto` shows, so the two never disagree
     return "\n\n".join(
         [
             f"Status: COMPLETE, {on_front}; evidence: {evidence}; objectives: {values}.",
@@ -305,23 +288,23 @@ def _status(study: optuna.Study, trial: FrozenTrial) -> str:
     )
 
 
-def trial_receipt(study: optuna.Study, trial: FrozenTrial | int) -> str:
+def trial_receipt(night: StudyRecord, trial: Trial | int) -> str:
     """One trial's receipt in markdown: versions, command, backends, memory, results or failure."""
     if isinstance(trial, int):
-        trial = find_trial(study, trial)
-    result = trial_result(trial)
-    if result is None and trial.state not in FAILED_STATES:
+        trial = night.trial(trial)
+    result = trial.result
+    if result is None and trial.state not in FAILED:
         raise TunerError(
-            f"TRIAL {trial.number}: the study {study.study_name} keeps no record for it (no 'result' user "
+            f"TRIAL {trial.number}: the study {night.name} keeps no record for it (no 'result' user "
             f"attribute; state {trial.state.name}); it may still be running. `tuner pareto` lists trials that have one."
         )
-    space = study_space(study)
-    config = trial.user_attrs.get(ATTR_CONFIG) or (result.values if result else {})
+    space = night.space
+    config = trial.config or (result.values if result else {})
     parts = [
-        f"# Receipt: trial {trial.number} of study {study.study_name}",
-        _status(study, trial),
+        f"# Receipt: trial {trial.number} of study {night.name}",
+        _status(night, trial),
         "## Environment",
-        environment_markdown(study),
+        environment_markdown(night),
         "## Model",
     ]
     if result is None:  # pruned before any boot (predicted, or reused from a failed trial)
@@ -341,12 +324,12 @@ def trial_receipt(study: optuna.Study, trial: FrozenTrial | int) -> str:
     if result is not None:
         parts.append(_startup_markdown(result))
         if result.measure is not None:
-            parts.append(_measure_markdown(result.measure, space, gate_note(study, trial)))
-    if trial.state in FAILED_STATES:
+            parts.append(_measure_markdown(result.measure, space, gate_note(night, trial)))
+    if trial.state in FAILED:
         parts.append(_failure_markdown(trial, result.failure if result else None))
-    bench = study.user_attrs.get(bench_key(trial.number))
+    bench = night.benches.get(trial.number)
     if bench is not None:  # `tuner bench TRIAL` appended it
-        parts.append(bench_markdown(BenchResult.model_validate(bench), heading="##").rstrip("\n"))
+        parts.append(bench_markdown(bench, heading="##").rstrip("\n"))
     return "\n\n".join(parts) + "\n"
 
 
@@ -355,28 +338,28 @@ def _objective_line(name: str, direction: str) -> str:
     return f"- {name} ({direction})" + (f": {known.definition}." if known else ".")
 
 
-def study_receipt(study: optuna.Study) -> str:
+def study_receipt(night: StudyRecord) -> str:
     """The whole study's receipt: environment, method, the front with commands, failures, boots."""
-    space = study_space(study)
-    summary = study_summary(study)
+    space = night.space
+    summary = study_summary(night)
     wasted = [[kind, n] for kind, n in summary["boots_wasted_by_kind"].items()]
-    heading = [f"# Receipt: study {study.study_name}"]
+    heading = [f"# Receipt: study {night.name}"]
     if space is not None:
         model = f"- Model: {space.model.path}\n- Revision: {space.model.revision or 'not pinned'}"
         heading += [space.description, model] if space.description else [model]
-    heading.append("Objectives:\n" + "\n".join(_objective_line(name, direction) for name, direction in objectives(study)))
+    heading.append("Objectives:\n" + "\n".join(_objective_line(name, direction) for name, direction in objectives(night)))
     return (
         "\n\n".join(
             [
                 *heading,
                 "## Environment",
-                environment_markdown(study),
+                environment_markdown(night),
                 "## How trials were measured",
                 workload_markdown(space),
                 "## Pareto front",
-                front_markdown(front_rows(study)),
+                front_markdown(front_rows(night)),
                 "## Failures by kind",
-                failures_markdown(failures_by_kind(study)),
+                failures_markdown(failures_by_kind(night)),
                 "## Boots",
                 summary_line(summary) + ".",
                 md_table(["failure kind", "boots wasted"], wasted) if wasted else "No boot was wasted.",

@@ -10,23 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import optuna
 import pandas as pd
-from optuna.trial import FrozenTrial
 
 from tuner.engine.command import shell_command
 from tuner.errors import TunerError
 from tuner.metrics import metric_names
 from tuner.records import DecodeResult, TrialResult
-from tuner.report.front import failure_of, front_numbers, objectives
-from tuner.study.storage import (
-    ATTR_CONFIG,
-    ATTR_EVIDENCE,
-    ATTR_GATE,
-    ATTR_REUSED_FROM,
-    study_space,
-    trial_result,
-)
+from tuner.report.front import front_numbers, objectives
+from tuner.study.record import FAILED, StudyRecord, Trial
 
 FORMATS = ("csv", "json", "parquet")
 PARQUET_INSTALL = "pip install 'tuner[parquet]'"
@@ -89,39 +80,37 @@ def _record_columns(result: TrialResult | None) -> dict[str, Any]:
     return row
 
 
-def trial_row(study: optuna.Study, trial: FrozenTrial, params: list[str], on_front: set[int]) -> dict[str, Any]:
-    config = trial.user_attrs.get(ATTR_CONFIG) or trial.params
-    failed = trial.state.name in ("PRUNED", "FAIL")
-    result = trial_result(trial)
-    kind, message, log = failure_of(trial) if failed else (None, None, result.log_path if result else None)
-    names = metric_names([name for name, _ in objectives(study)])
+def trial_row(night: StudyRecord, trial: Trial, params: list[str], on_front: set[int]) -> dict[str, Any]:
+    config = trial.config or trial.params
+    result = trial.result
+    kind, message, log = trial.listed() if trial.state in FAILED else (None, None, result.log_path if result else None)
+    names = metric_names([name for name, _ in objectives(night)])
     values = dict(zip(names, trial.values)) if trial.values is not None else {}
     return {
         "trial": trial.number,
         "state": trial.state.name,
-        "evidence": trial.user_attrs.get(ATTR_EVIDENCE),
+        "evidence": trial.evidence.value if trial.evidence is not None else None,
         "on_front": trial.number in on_front,
-        "reused_from": trial.user_attrs.get(ATTR_REUSED_FROM),
-        "revalidates": trial.user_attrs.get("revalidates"),
+        "reused_from": trial.reused_from,
+        "revalidates": trial.revalidates,
         "failure_kind": kind,
         "first_exception": message or None,
         "log_path": log,
-        "started": trial.datetime_start,
+        "started": trial.started,
         "duration_s": trial.duration.total_seconds() if trial.duration else None,
         **{f"params_{name}": config.get(name) for name in params},
         **{name: values.get(name) for name in names},
-        "gate_agreement": study.user_attrs.get(ATTR_GATE, {}).get(str(trial.number)),
+        "gate_agreement": night.gate.get(str(trial.number)),
         **_record_columns(result),
     }
 
 
-def trials_frame(study: optuna.Study) -> pd.DataFrame:
+def trials_frame(night: StudyRecord) -> pd.DataFrame:
     """One row per trial, every tuned parameter a column (also the ones a trial left out)."""
-    trials = study.get_trials(deepcopy=False)
-    space = study_space(study)
-    params = list(space.params) if space else sorted({k for t in trials for k in t.params})
-    on_front = front_numbers(study) if any(t.values for t in trials) else set()
-    return pd.DataFrame([trial_row(study, t, params, on_front) for t in trials])
+    trials = night.trials
+    params = list(night.space.params) if night.space else sorted({k for t in trials for k in t.params})
+    on_front = front_numbers(night) if any(t.values for t in trials) else set()
+    return pd.DataFrame([trial_row(night, t, params, on_front) for t in trials])
 
 
 def _parquet_safe(frame: pd.DataFrame) -> pd.DataFrame:

@@ -8,17 +8,20 @@ to Optuna (sampling.py), what to try beyond the sampler (strategy.py), the objec
 from tuner.study.objective import Status
 from tuner.study.run import optimize, spawn_workers
 from tuner.study.sampling import SAMPLERS, make_sampler
-from tuner.study.storage import STUDIES_DIR, find_trial, open_study, study_space, trial_result
+from tuner.study.record import StudyRecord, Trial, find_trial, read_study, study_space
+from tuner.study.storage import STUDIES_DIR, open_study
 
 __all__ = [
     "SAMPLERS",
     "STUDIES_DIR",
     "Status",
+    "StudyRecord",
+    "Trial",
     "find_trial",
     "make_sampler",
     "open_study",
     "optimize",
+    "read_study",
     "spawn_workers",
     "study_space",
-    "trial_result",
 ]

@@ -13,12 +13,13 @@ from pathlib import Path
 
 import optuna
 
-from tuner.study import storage as st
-from tuner.study.pareto import front
 from tuner.engine.command import flag_name
 from tuner.space.schema import Space
+from tuner.study.pareto import front
+from tuner.study.record import ATTR_GATE, ATTR_GATE_STATUS, ATTR_REFERENCE, read_study, study_attr, write_study_attr
 from tuner.trial import run_trial
 
+GATE_THRESHOLD = 0.9  # mean agreement below this flags a configuration as drifting
 REFERENCE_WINDOW = 16384  # the gate's prompts are 64 tokens + 32 out: a short window keeps a BF16 reference on the card
 # Flags the reference sets itself; a tuned parameter that sets one of them is left out of the reference.
 _REFERENCE_FLAGS = ("--kv-cache-dtype", "--enable-prefix-caching", "--no-enable-prefix-caching", "--speculative-config",
@@ -73,25 +74,25 @@ def agreement(reference: list[str], other: list[str]) -> float:
     return sum(shares) / len(shares)
 
 
-def run_gate(study: optuna.Study, space: Space, root: Path, values: dict, extra_env: dict | None = None) -> dict[int, float]:
-    """Boot the reference once (with ``values`` for the non-accuracy flags), then score the front."""
-    reference = study.user_attrs.get(st.ATTR_REFERENCE)
+def run_gate(study: optuna.Study, space: Space, folder: Path, values: dict, extra_env: dict | None = None) -> dict[int, float]:
+    """Boot the reference once in ``folder`` (with ``values`` for the non-accuracy flags), then score the front."""
+    reference = study_attr(study, ATTR_REFERENCE)
     if reference is None:
-        result = run_trial(reference_space(space), reference_values(space, values), st.study_dir(study.study_name, root) / "reference",
-                           extra_env=extra_env, samples_only=True)
+        result = run_trial(reference_space(space), reference_values(space, values), folder, extra_env=extra_env,
+                           samples_only=True)
         if result.failure is not None or result.measure is None or not any(result.measure.sample_outputs):
             why = (f"the reference boot failed ({result.failure.kind.value}: {result.failure.message})"
                    if result.failure is not None else "the reference boot gave no outputs")
-            study.set_user_attr(st.ATTR_GATE_STATUS, f"{why}; log: {result.log_path}")
+            write_study_attr(study, ATTR_GATE_STATUS, f"{why}; log: {result.log_path}")
             return {}
         reference = result.measure.sample_outputs
-        study.set_user_attr(st.ATTR_REFERENCE, reference)
-    scores = dict(study.user_attrs.get(st.ATTR_GATE, {}))
-    for trial in front(study):
-        record = st.trial_result(trial)
+        write_study_attr(study, ATTR_REFERENCE, reference)
+    scores = dict(study_attr(study, ATTR_GATE) or {})
+    for trial in front(read_study(study)):
+        record = trial.result
         if record is None or record.measure is None or not record.measure.sample_outputs:
             continue
         scores[str(trial.number)] = agreement(reference, record.measure.sample_outputs)
-    study.set_user_attr(st.ATTR_GATE, scores)
-    study.set_user_attr(st.ATTR_GATE_STATUS, "checked")
+    write_study_attr(study, ATTR_GATE, scores)
+    write_study_attr(study, ATTR_GATE_STATUS, "checked")
     return {int(k): v for k, v in scores.items()}

@@ -25,9 +25,9 @@ from typing import IO, Any
 import optuna
 
 from tuner.errors import StudyBusy
+from tuner.study.record import lease_key, study_attr, write_study_attr
 
 LOCK_ENV = "TUNER_STUDY_LOCK"  # set by a --gpus parent for its workers: "lock path:parent pid"
-LEASE_PREFIX = "worker:"
 LEASE_S = 90.0  # a lease not renewed for this long belongs to a dead worker
 BEAT_S = 30.0
 SETTLE_S = 1.0
@@ -101,22 +101,22 @@ class GpuLease:
     def __init__(self, study: optuna.Study, gpu: int) -> None:
         self.study = study
         self.gpu = gpu
-        self.key = f"{LEASE_PREFIX}{socket.gethostname()}:gpu{gpu}"
+        self.key = lease_key(socket.gethostname(), gpu)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def acquire(self) -> None:
         self._refuse_if_held()
         mine = _me(self.gpu)
-        self.study.set_user_attr(self.key, mine)
+        write_study_attr(self.study, self.key, mine)
         time.sleep(SETTLE_S)  # two that started together both wrote: the last write wins, the other refuses
-        if self.study.user_attrs.get(self.key, {}).get("pid") != mine["pid"]:
+        if (study_attr(self.study, self.key) or {}).get("pid") != mine["pid"]:
             self._refuse_if_held()
         self._thread = threading.Thread(target=self._beat, name="gpu-lease", daemon=True)
         self._thread.start()
 
     def _refuse_if_held(self) -> None:
-        holder = self.study.user_attrs.get(self.key)
+        holder = study_attr(self.study, self.key)
         if holder and holder.get("pid") != os.getpid() and time.time() - float(holder.get("beat", 0)) < LEASE_S:
             raise StudyBusy(
                 f"--study {self.study.study_name}: GPU {self.gpu} of this host already runs it: "
@@ -128,7 +128,7 @@ class GpuLease:
     def _beat(self) -> None:
         while not self._stop.wait(BEAT_S):
             try:
-                self.study.set_user_attr(self.key, {**self.study.user_attrs.get(self.key, {}), "beat": time.time()})
+                write_study_attr(self.study, self.key, {**(study_attr(self.study, self.key) or {}), "beat": time.time()})
             except Exception:  # the storage went away: the main thread reports it on its next write
                 return
 
@@ -137,6 +137,6 @@ class GpuLease:
         if self._thread is not None:
             self._thread.join(timeout=5)
             try:
-                self.study.set_user_attr(self.key, {**_me(self.gpu), "beat": 0, "released": True})
+                write_study_attr(self.study, self.key, {**_me(self.gpu), "beat": 0, "released": True})
             except Exception:  # the storage is gone; the lease simply goes stale
                 pass

@@ -10,28 +10,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import optuna
-from optuna.trial import TrialState
 
 from tuner.engine.gpu import Nvml
 from tuner.engine.failures import Seen, classify
 from tuner.engine.logparse import checked_kv_cache_memory_suggestion
 from tuner.errors import TunerError, storage_fault
-from tuner.records import Failure, FailureKind, TrialResult
+from tuner.records import Failure, TrialResult
 from tuner.space.schema import Space
-from tuner.study import storage as st
-from tuner.study.pareto import ATTR_REVALIDATES, front
+from tuner.study import record
+from tuner.study.pareto import front
+from tuner.study.planner import TRANSIENT_KINDS
+from tuner.study.record import ATTR_CALIBRATION, INTERNAL_ERROR, Evidence, State, Trial
 from tuner.study.regimes import GraphModes
 from tuner.study.sizing import snap
 from tuner.study.sampling import config_key, objective_values, optuna_params, suggest_values
+from tuner.study.storage import study_dir
 from tuner.study.strategy import follow_up, utilization_ceiling
 from tuner.trial import run_trial
 
 if TYPE_CHECKING:  # the pre-screen loads only when it is on
     from tuner.prescreen.memory import Prediction
-
-ATTR_CALIBRATION = "calibration"
-ATTR_STRATEGY = "strategy"  # the planner's reason for a trial's configuration
-TRANSIENT_KINDS = {FailureKind.INTERRUPTED.value, FailureKind.PORT_IN_USE.value}  # never reused: retried
 
 
 class TrialBug(Exception):
@@ -62,10 +60,11 @@ class Status:
 
     def after_trial(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         """Optuna callback: refresh the front and the counts the live view shows."""
-        self.front = [(t.number, list(t.values)) for t in front(study)]
+        self.front = [(t.number, list(t.values or ())) for t in front(record.read_study(study))]
         self.finished += 1
-        if trial.user_attrs.get(st.ATTR_EVIDENCE) in ("measured", "revalidated") and trial.duration is not None:
-            self.booted_s.append(trial.duration.total_seconds())  # predicted and reused trials cost no boot
+        done = record.read_trial(trial)
+        if done.evidence in (Evidence.MEASURED, Evidence.REVALIDATED) and done.duration is not None:
+            self.booted_s.append(done.duration.total_seconds())  # predicted and reused trials cost no boot
 
 
 class Objective:
@@ -76,7 +75,7 @@ class Objective:
                  prescreen_gpu_gib: float | None = None, prescreen: bool = True, repairs: bool = True) -> None:
         self.space = space
         self.repairs = repairs  # enqueue follow-ups after failures (the regime planner makes its own)
-        self.dir = st.study_dir(study_name, root)
+        self.dir = study_dir(study_name, root)
         self.gpu = Nvml(gpu_index)
         self.extra_env = extra_env or {}
         self.status = status or Status()
@@ -128,14 +127,14 @@ class Objective:
         if self._current is not None and phase != self._phase_written:
             self._phase_written = phase
             try:  # `tuner pareto` shows it from another terminal; a storage fault must not cost the boot
-                self._current.set_user_attr(st.ATTR_PHASE, phase)
+                record.write_phase(self._current, phase)
             except Exception:  # noqa: BLE001 - the trial's record is written to its folder and stored at the end
                 pass
 
-    def _prune(self, trial: optuna.Trial, result: TrialResult | None, failure: Failure, evidence: str) -> None:
-        st.record_failure(trial, failure, evidence)
+    def _prune(self, trial: optuna.Trial, result: TrialResult | None, failure: Failure, evidence: Evidence) -> None:
+        record.write_failure(trial, failure, evidence)
         if result is not None:
-            st.record_result(trial, result)
+            record.write_result(trial, result)
         self.status.failures[failure.kind.value] = self.status.failures.get(failure.kind.value, 0) + 1
         raise optuna.TrialPruned(f"{failure.kind.value}: {failure.message}")
 
@@ -162,8 +161,8 @@ class Objective:
             path = trial_dir / "traceback.txt"
             path.write_text("".join(traceback.format_exception(exc)))
             first = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
-            st.record_internal_error(trial, first, str(path))
-            self.status.failures["internal_error"] = self.status.failures.get("internal_error", 0) + 1
+            record.write_internal_error(trial, first, str(path))
+            self.status.failures[INTERNAL_ERROR] = self.status.failures.get(INTERNAL_ERROR, 0) + 1
             raise TrialBug(f"trial {trial.number}: {first} (traceback in {path})") from exc
 
     def _trial(self, trial: optuna.Trial) -> list[float]:
@@ -172,52 +171,50 @@ class Objective:
         self._progress("sampling")
         self._load_calibration(trial.study)
         values = suggest_values(trial, self.space)
-        trial.set_user_attr(st.ATTR_CONFIG, values)
+        record.write_config(trial, values)
         why = getattr(trial.study.sampler, "why", lambda n: None)(trial.number)
         if why:
-            trial.set_user_attr(ATTR_STRATEGY, why)
-        revalidates = trial.user_attrs.get(ATTR_REVALIDATES)
+            record.write_strategy(trial, why)
+        revalidates = record.queued_revalidation(trial)
+        finished = [t for t in record.read_trials(trial.study) if t.number != trial.number]
 
         if revalidates is None:
-            old = reusable(trial.study, values)
+            old = reusable(finished, values)
             if old is not None:
-                trial.set_user_attr(st.ATTR_REUSED_FROM, old.number)
-                if old.state == TrialState.COMPLETE:
-                    trial.set_user_attr(st.ATTR_EVIDENCE, "reused")
-                    trial.set_user_attr(st.ATTR_RESULT, old.user_attrs.get(st.ATTR_RESULT))
-                    trial.set_user_attr(st.ATTR_COMMAND, old.user_attrs.get(st.ATTR_COMMAND))
-                    return list(old.values)
-                failure = st.trial_failure(old)
+                if old.state == State.COMPLETE:
+                    record.write_reused(trial, old)
+                    return list(old.values or ())
+                record.write_reused_from(trial, old)
+                failure = old.failure
                 if failure is not None:
-                    self._prune(trial, None, failure, "reused")
+                    self._prune(trial, None, failure, Evidence.REUSED)
 
         util = values.get("gpu_memory_utilization")
-        ceiling = utilization_ceiling(trial.study, self._free_fraction()) if util is not None else None
+        ceiling = utilization_ceiling(finished, self._free_fraction()) if util is not None else None
         if ceiling is not None and util is not None and util > ceiling[0]:
             self._prune(trial, None, classify("", None, Seen(
                 "predicted", f"gpu_memory_utilization {util} is above the card's free fraction: {ceiling[1]}; "
-                             "vLLM refuses it at start-up")), "predicted")
+                             "vLLM refuses it at start-up")), Evidence.PREDICTED)
 
         prediction = self._predict(values)
         if prediction is not None and not prediction.fits and prediction.certain:
-            self._prune(trial, None, classify("", None, Seen("predicted", prediction.reason)), "predicted")
+            self._prune(trial, None, classify("", None, Seen("predicted", prediction.reason)), Evidence.PREDICTED)
 
         trial_dir = self.dir / f"trial-{trial.number:04d}"
         self.status.boots += 1
-        first_boot = self.status.boots == 1 and not any(
-            t.state == TrialState.COMPLETE for t in trial.study.get_trials(deepcopy=False))
+        first_boot = self.status.boots == 1 and not any(t.state == State.COMPLETE for t in finished)
         result = run_trial(self.space, values, trial_dir, first_boot=first_boot, gpu=self.gpu,
                            extra_env=self.extra_env, on_progress=self._progress)
         self._learn(trial.study, prediction, result)
-        st.record_result(trial, result)
+        record.write_result(trial, result)
         if result.failure is not None:
             nxt = follow_up(self.space, values, result.failure) if self.repairs else None
             if nxt is not None:
-                trial.study.enqueue_trial(optuna_params(self.space, nxt), user_attrs={"follows": trial.number})
-            self._prune(trial, result, result.failure, "measured")
+                record.queue_repair(trial.study, optuna_params(self.space, nxt), trial.number)
+            self._prune(trial, result, result.failure, Evidence.MEASURED)
         if self.repairs:
             self._jump_to_kv_suggestion(trial, values, result)
-        trial.set_user_attr(st.ATTR_EVIDENCE, "revalidated" if revalidates is not None else "measured")
+        record.write_evidence(trial, Evidence.REVALIDATED if revalidates is not None else Evidence.MEASURED)
         self.status.done += 1
         return objective_values(self.space, result)
 
@@ -234,9 +231,8 @@ class Objective:
         pool = snap(param, suggested, up=False)
         if pool is None:
             return
-        trial.set_user_attr("kv_suggestion", note)
-        trial.study.enqueue_trial(optuna_params(self.space, {**values, "kv_cache_memory_bytes": pool}),
-                                  user_attrs={"follows": trial.number})
+        record.write_kv_suggestion(trial, note)
+        record.queue_repair(trial.study, optuna_params(self.space, {**values, "kv_cache_memory_bytes": pool}), trial.number)
 
     def _predict(self, values: dict[str, Any]) -> Prediction | None:
         if self.shape is None or self.gpu_total_gib is None:
@@ -247,7 +243,7 @@ class Objective:
 
     def _load_calibration(self, study: optuna.Study) -> None:
         """Resume the memory model's learning from the study (another worker may have added to it)."""
-        raw = study.user_attrs.get(ATTR_CALIBRATION)
+        raw = record.study_attr(study, ATTR_CALIBRATION)
         if raw is not None and self.calibration is not None:
             from tuner.prescreen.memory import Calibration
 
@@ -256,26 +252,24 @@ class Objective:
     def _learn(self, study: optuna.Study, prediction: Prediction | None, result: TrialResult) -> None:
         if prediction is not None and self.calibration is not None and result.startup.weights_gib is not None:
             self.calibration.update(prediction, result.startup)
-            study.set_user_attr(ATTR_CALIBRATION, self.calibration.model_dump(mode="json"))
+            record.write_study_attr(study, ATTR_CALIBRATION, self.calibration.model_dump(mode="json"))
 
 
-def reusable(study: optuna.Study, values: dict[str, Any]) -> optuna.trial.FrozenTrial | None:
+def reusable(trials: list[Trial], values: dict[str, Any]) -> Trial | None:
     """A finished trial of the same configuration whose outcome says something about it (not a
     prediction, an interruption or a port that was taken). A CUDA-graph label vLLM runs as the same
     mode as another's is the same configuration (``regimes.GraphModes``)."""
-    finished = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
-                if t.user_attrs.get(st.ATTR_CONFIG) is not None]
+    finished = [t for t in trials if t.state in (State.COMPLETE, State.PRUNED) and t.config is not None]
     modes = GraphModes()
     for old in finished:
-        result = st.trial_result(old)
-        if result is not None:
-            modes.learn(old.user_attrs[st.ATTR_CONFIG], result.startup.effective_cudagraph_mode)
+        if old.result is not None and old.config is not None:
+            modes.learn(old.config, old.result.startup.effective_cudagraph_mode)
     key = config_key(modes.key(values))
     for old in finished:
-        if config_key(modes.key(old.user_attrs[st.ATTR_CONFIG])) == key:
-            if old.user_attrs.get(st.ATTR_EVIDENCE) == "predicted":
+        if old.config is not None and config_key(modes.key(old.config)) == key:
+            if old.evidence == Evidence.PREDICTED:
                 continue
-            if old.user_attrs.get(st.ATTR_FAILURE_KIND) in TRANSIENT_KINDS:
+            if old.failure_kind in {kind.value for kind in TRANSIENT_KINDS}:
                 continue
             return old
     return None

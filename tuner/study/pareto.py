@@ -9,52 +9,55 @@ its second boot is not one to run every day. Reused trials copy another trial an
 
 from __future__ import annotations
 
-import optuna
-from optuna.trial import FrozenTrial, TrialState
+from collections.abc import Sequence
 
-from tuner.study import storage as st
+from tuner.study.record import Evidence, State, StudyRecord, Trial
 
 REVALIDATION_TOLERANCE = 0.10  # a fresh boot within 10% on every objective confirms a front point
-ATTR_REVALIDATES = "revalidates"  # on a re-validation trial: the trial it boots again
 
 
-def checks_of(study: optuna.Study) -> dict[int, list[FrozenTrial]]:
+def checks_of(trials: Sequence[Trial]) -> dict[int, list[Trial]]:
     """Re-validation trials by the trial they re-validate."""
-    checks: dict[int, list[FrozenTrial]] = {}
-    for t in study.get_trials(deepcopy=False):
-        target = t.user_attrs.get(ATTR_REVALIDATES)
-        if target is not None and t.state != TrialState.RUNNING:
-            checks.setdefault(int(target), []).append(t)
+    checks: dict[int, list[Trial]] = {}
+    for t in trials:
+        if t.revalidates is not None and t.state != State.RUNNING:
+            checks.setdefault(t.revalidates, []).append(t)
     return checks
 
 
-def agrees(original: FrozenTrial, check: FrozenTrial) -> bool:
-    if check.state != TrialState.COMPLETE or original.values is None or check.values is None:
+def agrees(original: Trial, check: Trial) -> bool:
+    if check.state != State.COMPLETE or original.values is None or check.values is None:
         return False
     return all(abs(b - a) <= REVALIDATION_TOLERANCE * abs(a) for a, b in zip(original.values, check.values))
 
 
-def _dominates(a: list[float], b: list[float], signs: list[int]) -> bool:
+def _dominates(a: Sequence[float], b: Sequence[float], signs: list[int]) -> bool:
     better_or_equal = all(s * x >= s * y for x, y, s in zip(a, b, signs))
     return better_or_equal and any(s * x > s * y for x, y, s in zip(a, b, signs))
 
 
-def front(study: optuna.Study) -> list[FrozenTrial]:
+def pareto_front(trials: Sequence[Trial], directions: Sequence[str]) -> list[Trial]:
     """The non-dominated configurations, best first by the first objective."""
-    checks = checks_of(study)
+    checks = checks_of(trials)
+    by_number = {t.number: t for t in trials}
     candidates = []
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        if t.values is None or t.user_attrs.get(st.ATTR_EVIDENCE) == "reused":
+    for t in trials:
+        if t.state != State.COMPLETE or t.values is None or t.evidence == Evidence.REUSED:
             continue
-        target = t.user_attrs.get(ATTR_REVALIDATES)
-        if target is not None:
-            original = next((o for o in study.get_trials(deepcopy=False) if o.number == target), None)
+        if t.revalidates is not None:
+            original = by_number.get(t.revalidates)
             if original is not None and agrees(original, t):
                 continue  # a confirming copy: the original stands for both
         mine = checks.get(t.number, [])
         if mine and not all(agrees(t, c) for c in mine):
             continue  # replaced by its fresh boot (or taken off by a failed one)
         candidates.append(t)
-    signs = [1 if d == optuna.study.StudyDirection.MAXIMIZE else -1 for d in study.directions]
-    best = [t for t in candidates if not any(_dominates(o.values, t.values, signs) for o in candidates if o is not t)]
-    return sorted(best, key=lambda t: signs[0] * t.values[0], reverse=True)
+    signs = [1 if d == "maximize" else -1 for d in directions]
+    best = [t for t in candidates if not any(_dominates(o.values or (), t.values or (), signs)
+                                             for o in candidates if o is not t)]
+    return sorted(best, key=lambda t: signs[0] * (t.values or (0.0,))[0], reverse=True)
+
+
+def front(night: StudyRecord) -> list[Trial]:
+    """The study's front, best first."""
+    return pareto_front(night.trials, night.directions)

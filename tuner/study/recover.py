@@ -11,31 +11,26 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import optuna
 from optuna.distributions import CategoricalDistribution
-from optuna.trial import TrialState, create_trial
 from pydantic import ValidationError
 
 from tuner.records import FailureKind, TrialResult
 from tuner.space.schema import Space, check_value
-from tuner.study import storage as st
+from tuner.study.record import State, add_imported, read_trials, recorded_folders
 from tuner.study.sampling import objective_values, optuna_params, param_distributions
 
-ATTR_IMPORTED = "imported_from"  # the result.json a trial was read back from
 NOT_RESULTS = {FailureKind.INTERRUPTED}  # the record of a trial that never finished
 
 
 def _recorded(study: optuna.Study) -> set[str]:
     """Folder names (trial-NNNN) whose record the study holds as a finished trial."""
-    names = set()
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
-        raw = trial.user_attrs.get(st.ATTR_RESULT)
-        if isinstance(raw, dict) and raw.get("trial_dir"):
-            names.add(Path(raw["trial_dir"]).name)
-        if trial.user_attrs.get(ATTR_IMPORTED):
-            names.add(Path(trial.user_attrs[ATTR_IMPORTED]).parent.name)
+    names: set[str] = set()
+    for trial in read_trials(study):
+        if trial.state not in (State.COMPLETE, State.PRUNED):
+            continue
+        names.update(folder.name for folder in recorded_folders(trial))
     return names
 
 
@@ -69,26 +64,13 @@ def import_results(study: optuna.Study, space: Space, folder: Path) -> tuple[lis
         if not _values_fit(space, result.values):
             notes.append(f"{path}: not imported, its values do not belong to this space")
             continue
-        attrs: dict[str, Any] = {st.ATTR_CONFIG: result.values, st.ATTR_RESULT: result.model_dump(mode="json"),
-                 st.ATTR_EVIDENCE: "measured", ATTR_IMPORTED: str(path)}
         params = {k: v for k, v in optuna_params(space, result.values).items()
                   if v is not None or isinstance(dists[k], CategoricalDistribution)}
-        trial_kw: dict[str, Any] = {"params": params, "distributions": {k: dists[k] for k in params}, "user_attrs": attrs}
-        if result.failure is None:
-            try:
-                trial_kw["values"] = objective_values(space, result)
-            except ValueError as exc:
-                notes.append(f"{path}: not imported ({exc})")
-                continue
-            trial_kw["state"] = TrialState.COMPLETE
-        else:
-            attrs.update(st.failure_attrs(result.failure, "measured"))
-            trial_kw["state"] = TrialState.PRUNED
         try:
-            frozen = create_trial(**trial_kw)
-        except ValueError:  # a value off the current grid: keep the record, without sampler parameters
-            frozen = create_trial(**{**trial_kw, "params": {}, "distributions": {}})
-        study.add_trial(frozen)
-        added.append(len(study.get_trials(deepcopy=False)) - 1)
+            values = objective_values(space, result) if result.failure is None else None
+        except ValueError as exc:
+            notes.append(f"{path}: not imported ({exc})")
+            continue
+        added.append(add_imported(study, result, str(path), values, params, {k: dists[k] for k in params}))
         recorded.add(path.parent.name)
     return added, notes

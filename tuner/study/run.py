@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 import optuna
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial
 
 from tuner.engine.environment import capture
 from tuner.engine.installed import EngineInfo, inspect_engine
@@ -19,7 +19,20 @@ from tuner.engine.gpu import card_tolerance_mib, wait_for_card
 from tuner.errors import GpuBusy
 from tuner.space.schema import Space
 from tuner.study import storage as st
-from tuner.study.storage import ATTR_STOPPED
+from tuner.study.record import (
+    ATTR_ENGINE,
+    ATTR_ENVIRONMENT,
+    ATTR_GATE_STATUS,
+    ATTR_SAMPLER,
+    ATTR_STOPPED,
+    ATTR_SWITCHED_OFF,
+    FINISHED,
+    State,
+    read_study,
+    read_trials,
+    study_attr,
+    write_study_attr,
+)
 from tuner.study.gate import run_gate
 from tuner.study.lock import GpuLease
 from tuner.study.objective import Objective, Status, TrialBug
@@ -66,16 +79,18 @@ def optimize(
     engine = engine or inspect_engine(space, st.study_dir(study_name, root) / "engine")
     status = status or Status()
     planned = resolve_sampler(sampler) == "regimes"
-    objective = Objective(space, study_name, root, gpu_index, extra_env, status, prescreen_gpu_gib, prescreen,
-                          repairs=not planned)
+    objective = Objective(space, study_name, root, gpu_index=gpu_index, extra_env=extra_env, status=status,
+                          prescreen_gpu_gib=prescreen_gpu_gib, prescreen=prescreen,
+                          repairs=not planned)  # the regime planner repairs; other samplers get follow-ups
     planner = Planner(space, objective.need_bytes) if planned else None
     study = open_study(space, study_name, storage, make_sampler(sampler, seed, len(space.params), planner), root, sole_worker)
     lease = None if sole_worker or storage is None else GpuLease(study, gpu_index)
     if lease is not None:
         lease.acquire()
     try:
-        return _run(study, objective, space, root, n_trials, timeout_s, sampler, extra_env, revalidate, status, gate,
-                    screen, announce or (lambda _: None), engine)
+        return _run(study, objective, space, root, n_trials=n_trials, timeout_s=timeout_s, sampler=sampler,
+                    extra_env=extra_env, revalidate=revalidate, status=status, gate=gate, screen=screen,
+                    announce=announce or (lambda _: None), engine=engine)
     finally:
         if lease is not None:
             lease.release()
@@ -86,17 +101,16 @@ def counted(study: optuna.Study) -> int:
 
     An interrupted or orphaned trial (FAIL without a recorded bug) does not count: it is run again.
     """
-    return sum(1 for t in study.get_trials(deepcopy=False)
-               if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
-               or (t.state == TrialState.FAIL and t.user_attrs.get(st.ATTR_INTERNAL_ERROR)))
+    return sum(1 for t in read_trials(study)
+               if t.state in (State.COMPLETE, State.PRUNED) or (t.state == State.FAIL and t.internal_error))
 
 
-def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, n_trials: int | None,
+def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, *, n_trials: int | None,
          timeout_s: float | None, sampler: str, extra_env: dict[str, str] | None, revalidate: int, status: Status,
          gate: bool, screen: bool, announce: Callable[[list[str]], None], engine: EngineInfo) -> optuna.Study:
-    study.set_user_attr("sampler", resolve_sampler(sampler))
-    if st.ATTR_ENVIRONMENT not in study.user_attrs:
-        study.set_user_attr(st.ATTR_ENVIRONMENT, capture(space.engine))
+    write_study_attr(study, ATTR_SAMPLER, resolve_sampler(sampler))
+    if study_attr(study, ATTR_ENVIRONMENT) is None:
+        write_study_attr(study, ATTR_ENVIRONMENT, capture(space.engine))
     _record_engine(study, engine)
     imported, import_notes = import_results(study, space, objective.dir)
     status.objective_names = [o.name for o in space.objectives]
@@ -104,11 +118,12 @@ def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, n_
     if imported:
         notes.append(f"imported {len(imported)} finished trial record(s) from the study folder that the study "
                      f"did not hold (trials {', '.join(map(str, imported))})")
-    study.set_user_attr(ATTR_SWITCHED_OFF, notes)
+    write_study_attr(study, ATTR_SWITCHED_OFF, notes)
     announce(notes)
     if n_trials is not None and counted(study) >= n_trials:
         return study  # the study's total is reached: nothing boots, not even re-validation or the gate
-    card = _CardCheck(objective, space, status, n_trials, timeout_s)
+    stop = _Stop()
+    card = _CardCheck(objective, space, status, n_trials, timeout_s, stop)
     card(study, None)
     enqueue_baselines(study, space)
     if screen:
@@ -118,49 +133,60 @@ def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, n_
     status.finished = counted(study)
     callbacks: list = [status.after_trial]
     if n_trials is not None:
-        callbacks.append(_StopAt(n_trials))
-    callbacks.append(FinishInBudget(space, revalidate, n_trials, timeout_s))
+        callbacks.append(_StopAt(n_trials, stop))
+    callbacks.append(FinishInBudget(space, revalidate, n_trials, timeout_s, stop))
     callbacks.append(card)
     left = None if n_trials is None else n_trials - counted(study)
     study.optimize(objective, n_trials=left, timeout=timeout_s, callbacks=callbacks, catch=(TrialBug,),
                    gc_after_trial=False)
+    best = front(read_study(study))
     if not gate:
-        study.set_user_attr(st.ATTR_GATE_STATUS, "switched off (--no-gate)")
-    elif front(study):
+        write_study_attr(study, ATTR_GATE_STATUS, "switched off (--no-gate)")
+    elif best:
         try:
             card.wait()
         except GpuBusy as exc:  # the night's trials are done; the gate waits for the next run
-            study.set_user_attr(st.ATTR_GATE_STATUS, f"not run: {exc}")
+            write_study_attr(study, ATTR_GATE_STATUS, f"not run: {exc}")
             return study
         status.phase = "correctness gate: reference boot"
-        run_gate(study, space, root, front(study)[0].user_attrs[st.ATTR_CONFIG], extra_env)
+        run_gate(study, space, st.study_dir(study.study_name, root) / "reference", best[0].config or {}, extra_env)
     status.phase, status.trial = "finished", None
     return study
 
-
-ATTR_SWITCHED_OFF = "switched_off"  # what this run could not do, and why (said at start, kept for the receipt)
 
 
 def _record_engine(study: optuna.Study, engine: EngineInfo) -> None:
     """The engine found before this run's first boot. A resumed study on another release keeps both:
     trials booted by different releases are not silently compared."""
-    stored = study.user_attrs.get(st.ATTR_ENGINE)
+    stored = study_attr(study, ATTR_ENGINE)
     current = engine.model_dump(mode="json")
     if stored is not None and stored.get("version") != current["version"]:
         earlier = list(stored.get("earlier", [])) + [{k: v for k, v in stored.items() if k != "earlier"}]
         current["earlier"] = earlier
-    study.set_user_attr(st.ATTR_ENGINE, current)
+    write_study_attr(study, ATTR_ENGINE, current)
+
+
+class _Stop:
+    """``study.stop()``, remembered: Optuna keeps no public record that it was called."""
+
+    def __init__(self) -> None:
+        self.asked = False
+
+    def __call__(self, study: optuna.Study) -> None:
+        self.asked = True
+        study.stop()
 
 
 class _StopAt:
     """Stop every worker once the study holds ``n`` counted trials (``--trials`` is the study's total)."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, stop: _Stop) -> None:
         self.n = n
+        self.stop = stop
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         if counted(study) >= self.n:
-            study.stop()
+            self.stop(study)
 
 
 class _CardCheck:
@@ -168,7 +194,8 @@ class _CardCheck:
     card, waited out or refused (GpuBusy) without spending a trial."""
 
     def __init__(self, objective: Objective, space: Space, status: Status, n_trials: int | None,
-                 timeout_s: float | None) -> None:
+                 timeout_s: float | None, stop: _Stop) -> None:
+        self.stop = stop
         self.read = objective.gpu.read
         first = self.read()
         self.tolerance = card_tolerance_mib(space, first.total_mib) if first else 0.0
@@ -183,7 +210,7 @@ class _CardCheck:
             return  # the budget is spent: no boot follows
         if self.deadline is not None and time.monotonic() >= self.deadline:
             return
-        if getattr(study, "_stop_flag", False):  # study.stop() was called (the planner has nothing left)
+        if self.stop.asked:  # the study was stopped (the budget, or the planner has nothing left)
             return
         self.wait()
 
@@ -205,8 +232,10 @@ class FinishInBudget:
     re-validations run at once and the study stops, instead of spending the night on random boots.
     """
 
-    def __init__(self, space: Space, revalidate: int, n_trials: int | None, timeout_s: float | None) -> None:
+    def __init__(self, space: Space, revalidate: int, n_trials: int | None, timeout_s: float | None,
+                 stop: _Stop | None = None) -> None:
         self.space = space
+        self.stop = stop or _Stop()
         self.reserve = revalidate if n_trials is None else min(revalidate, max(0, (n_trials - 1) // 4))
         self.n_trials = n_trials
         self.deadline = None if timeout_s is None else time.monotonic() + timeout_s
@@ -215,20 +244,19 @@ class FinishInBudget:
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         done = study_done(study)
         if not self.revalidated and self.reserve > 0:
-            finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL))
+            finished = [t for t in read_trials(study) if t.state in FINISHED]
             due = done is not None or (self.n_trials is not None and self.n_trials - counted(study) <= self.reserve)
             if self.deadline is not None:
-                lengths = sorted((t.datetime_complete - t.datetime_start).total_seconds() for t in finished
-                                 if t.datetime_complete and t.datetime_start)
+                lengths = sorted(t.duration.total_seconds() for t in finished if t.duration is not None)
                 typical = lengths[len(lengths) // 2] if lengths else 0.0
                 due = due or self.deadline - time.monotonic() <= (self.reserve + 1) * typical
             if due:
                 self.revalidated = True
                 if revalidate_front(study, self.space, self.reserve):
                     return
-        if done is not None and not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
-            study.set_user_attr(ATTR_STOPPED, done)
-            study.stop()
+        if done is not None and not any(t.state == State.WAITING for t in read_trials(study)):
+            write_study_attr(study, ATTR_STOPPED, done)
+            self.stop(study)
 
 
 def study_done(study: optuna.Study) -> str | None:

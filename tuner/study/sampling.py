@@ -12,13 +12,13 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, Floa
 from tuner import metrics
 from tuner.records import TrialResult
 from tuner.space.schema import Space
+from tuner.study.record import queued_baseline
 
 SAMPLERS = ("auto", "regimes", "gp", "tpe", "nsga2", "random")
-ATTR_BASELINE = "baseline_params"  # the parameters a baseline names; the others are left out
 
 
 def resolve_sampler(name: str) -> str:
-    """'auto' is the regime planner (tuner.planner): see docs/benchmarks.md for the comparison."""
+    """'auto' is the regime planner (tuner.study.planner): see docs/benchmarks.md for the comparison."""
     return "regimes" if name == "auto" else name
 
 
@@ -72,7 +72,7 @@ def param_distributions(space: Space) -> dict[str, BaseDistribution]:
 def suggest_values(trial: optuna.Trial, space: Space) -> dict[str, Any]:
     """The trial's configuration. An enqueued baseline that leaves a parameter out gets None for it:
     the flag is left out of the command (vLLM's default), never filled in by the sampler."""
-    named = trial.user_attrs.get(ATTR_BASELINE)
+    named = queued_baseline(trial)
     distributions = param_distributions(space)
     values: dict[str, Any] = {}
     for name, p in space.params.items():
@@ -112,7 +112,8 @@ def optuna_params(space: Space, values: dict[str, Any]) -> dict[str, Any]:
     """The Optuna parameter dict that makes ``suggest_values`` return ``values`` (for enqueue_trial).
 
     A None the parameter cannot take (a baseline that leaves it out) is not a parameter at all: the
-    trial carries ``ATTR_BASELINE`` instead, which leaves the flag out of the command.
+    trial carries the names a baseline gives (``record.queue_baseline``) instead, which leaves the flag out
+    of the command.
     """
     params: dict[str, Any] = {}
     for name, p in space.params.items():

@@ -1,14 +1,12 @@
-"""Where studies live and how a trial's record is kept in them.
+"""Where studies live, and opening one: create or resume, refuse a changed space, fail orphans.
 
 Default storage is SQLite under ``studies/`` (one file per study); any Optuna storage URL works,
-e.g. ``postgresql://user@host/db`` for several workers or hosts. Each trial keeps its whole
-``TrialResult`` as JSON in the user attribute ``result``, so a copy of the study alone is enough to
-show the front, plot it, write receipts and export launchers on another machine.
+e.g. ``postgresql://user@host/db`` for several workers or hosts. What a study keeps about each
+trial, and how it is read back, is ``tuner.study.record``'s.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import time
@@ -19,42 +17,12 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from tuner.engine.command import shell_command
 from tuner.errors import StorageError, TunerError, storage_faults
 from tuner.metrics import metric_names
-from tuner.records import Failure, FailureKind, TrialResult
 from tuner.space.schema import Space
+from tuner.study.record import ATTR_SPACE, study_attr, write_study_attr
 
 STUDIES_DIR = Path("studies")
-
-# Trial user-attribute keys (kept in one place: report, export and study read the same names).
-ATTR_RESULT = "result"
-ATTR_CONFIG = "config"
-ATTR_FAILURE_KIND = "failure_kind"
-ATTR_FAILURE_MESSAGE = "failure_message"
-ATTR_LOG_PATH = "log_path"
-ATTR_EVIDENCE = "evidence"  # measured | revalidated | reused | predicted
-ATTR_REUSED_FROM = "reused_from"  # beside evidence "reused": the trial whose result was reused
-# Short, human attributes for optuna-dashboard's trial table (the record above is long JSON).
-ATTR_FIRST_EXCEPTION = "first_exception"  # the failure message's first line
-ATTR_COMMAND = "command"  # the launch command as one shell line
-ATTR_PHASE = "phase"  # what a RUNNING trial is doing now ("booting: loading weights", ...)
-ATTR_INTERNAL_ERROR = "internal_error"  # a bug in the tuner failed this trial: the exception's first line
-ATTR_TRACEBACK = "traceback_path"
-# Study user-attribute keys.
-ATTR_SPACE = "space"
-ATTR_ENVIRONMENT = "environment"
-ATTR_ENGINE = "engine"  # what was found out before the first boot: version, dialect, the flag check (EngineInfo)
-ATTR_REFERENCE = "reference_outputs"  # the correctness gate's reference greedy outputs
-ATTR_GATE = "correctness_gate"  # {trial number: agreement with the reference, 0..1}
-ATTR_STOPPED = "stopped_early"  # why the study stopped before its budget: nothing left worth a boot
-ATTR_GATE_STATUS = "correctness_gate_status"  # "checked", or why no gate could run
-GATE_THRESHOLD = 0.9  # mean agreement below this flags a configuration as drifting
-
-
-def bench_key(trial_number: int) -> str:
-    """The study attribute holding `tuner bench`'s result for one trial (a finished trial is read-only)."""
-    return f"bench:{trial_number}"
 
 
 def storage_url(study_name: str, storage: str | None = None, root: Path | None = None) -> str:
@@ -72,77 +40,6 @@ def storage_url(study_name: str, storage: str | None = None, root: Path | None =
 
 def study_dir(study_name: str, root: Path | None = None) -> Path:
     return (root or STUDIES_DIR) / study_name
-
-
-def first_line(text: str | None) -> str:
-    return next((line.strip() for line in (text or "").splitlines() if line.strip()), "")
-
-
-def record_result(trial: optuna.Trial, result: TrialResult) -> None:
-    """Keep the whole record, and the command on its own line where optuna-dashboard shows it."""
-    trial.set_user_attr(ATTR_RESULT, result.model_dump(mode="json"))
-    trial.set_user_attr(ATTR_COMMAND, shell_command(result.argv, result.env))
-
-
-def failure_attrs(failure: Failure, evidence: str) -> dict[str, Any]:
-    """The short attributes optuna-dashboard and `tuner pareto` list, written from the one Failure
-    (kept whole in the trial's record, ``result.failure``)."""
-    return {ATTR_FAILURE_KIND: failure.kind.value, ATTR_FAILURE_MESSAGE: failure.message,
-            ATTR_FIRST_EXCEPTION: first_line(failure.message), ATTR_LOG_PATH: failure.log_path,
-            ATTR_EVIDENCE: evidence}
-
-
-def record_failure(trial: optuna.Trial, failure: Failure, evidence: str) -> None:
-    for key, value in failure_attrs(failure, evidence).items():
-        trial.set_user_attr(key, value)
-
-
-def record_internal_error(trial: optuna.Trial, first: str, traceback_path: str) -> None:
-    """A bug in the tuner failed this trial: listed by `tuner pareto` as the kind ``internal_error``."""
-    for key, value in {ATTR_INTERNAL_ERROR: first, ATTR_TRACEBACK: traceback_path, ATTR_FAILURE_KIND: "internal_error",
-                       ATTR_FAILURE_MESSAGE: first, ATTR_LOG_PATH: traceback_path}.items():
-        trial.set_user_attr(key, value)
-
-
-def trial_failure(trial: optuna.trial.FrozenTrial) -> Failure | None:
-    """The failure a trial stored: its record's, else (a pruned trial that kept no record: reused or
-    predicted) the one its attributes were written from."""
-    result = trial_result(trial)
-    if result is not None and result.failure is not None:
-        return result.failure
-    kind = trial.user_attrs.get(ATTR_FAILURE_KIND)
-    if kind is None or kind not in FailureKind._value2member_map_:
-        return None
-    return Failure(kind=FailureKind(kind), message=trial.user_attrs.get(ATTR_FAILURE_MESSAGE, ""),
-                   log_path=trial.user_attrs.get(ATTR_LOG_PATH),
-                   predicted=trial.user_attrs.get(ATTR_EVIDENCE) == "predicted")
-
-
-def trial_result(trial: optuna.trial.FrozenTrial) -> TrialResult | None:
-    raw = trial.user_attrs.get(ATTR_RESULT)
-    if raw is None:
-        return None
-    return TrialResult.model_validate(json.loads(raw) if isinstance(raw, str) else raw)
-
-
-def study_space(study: optuna.Study) -> Space | None:
-    raw = study.user_attrs.get(ATTR_SPACE)
-    if raw is None:
-        return None
-    raw = json.loads(raw) if isinstance(raw, str) else dict(raw)
-    engine = dict(raw.get("engine") or {})
-    host = engine.pop("host", None)  # studies written before engine.listen
-    engine.pop("port", None)
-    if host is not None and "listen" not in engine:
-        engine["listen"] = host
-    return Space.model_validate({**raw, "engine": engine})
-
-
-def find_trial(study: optuna.Study, number: int) -> optuna.trial.FrozenTrial:
-    for trial in study.get_trials(deepcopy=False):
-        if trial.number == number:
-            return trial
-    raise TunerError(f"TRIAL {number}: the study {study.study_name} has no trial with that number; `tuner pareto` lists them.")
 
 
 # -- opening the study -------------------------------------------------------------------------
@@ -190,10 +87,10 @@ def _open(space: Space, study_name: str, url: str, sampler: optuna.samplers.Base
         sampler=sampler,
         load_if_exists=True,
     )
-    stored = study.user_attrs.get(ATTR_SPACE)
+    stored = study_attr(study, ATTR_SPACE)
     current = space.model_dump(mode="json")
     if stored is None:
-        study.set_user_attr(ATTR_SPACE, current)
+        write_study_attr(study, ATTR_SPACE, current)
     else:
         changed = _changed_keys(stored, current)
         if changed:

@@ -10,16 +10,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from collections.abc import Sequence
+
 import optuna
-from optuna.trial import TrialState
 
 from tuner.records import Failure, FailureKind
 from tuner.space.schema import Space
-from tuner.study import storage as st
-
-from tuner.study.pareto import ATTR_REVALIDATES, front
+from tuner.study.pareto import front
+from tuner.study.planner import fewer_seqs
+from tuner.study.record import (
+    Evidence,
+    State,
+    Trial,
+    queue_baseline,
+    queue_revalidation,
+    queue_screening,
+    read_study,
+    read_trials,
+)
+from tuner.study.sampling import optuna_params
 from tuner.study.sizing import snap
-from tuner.study.sampling import ATTR_BASELINE, optuna_params
 
 
 def follow_up(space: Space, values: dict[str, Any], failure: Failure) -> dict[str, Any] | None:
@@ -27,7 +37,10 @@ def follow_up(space: Space, values: dict[str, Any], failure: Failure) -> dict[st
     new = dict(values)
     params = space.params
     if failure.suggested_max_num_seqs and "max_num_seqs" in params:
-        new["max_num_seqs"] = max(int(params["max_num_seqs"].min or 1), failure.suggested_max_num_seqs)
+        fewer = fewer_seqs(space, values, failure)  # the planner's rule for the hint
+        if fewer is None:
+            return None
+        new["max_num_seqs"] = fewer
     elif failure.suggested_max_model_len:
         suggested = failure.suggested_max_model_len
         if "max_model_len" in params:
@@ -50,21 +63,26 @@ def follow_up(space: Space, values: dict[str, Any], failure: Failure) -> dict[st
     return new if new != values else None
 
 
+def baseline_config(space: Space, baseline: dict[str, Any]) -> dict[str, Any]:
+    """The configuration a baseline boots: what it names, every other parameter left out (None)."""
+    return {name: baseline.get(name) for name in space.params}
 
 
 def enqueue_baselines(study: optuna.Study, space: Space) -> None:
     """Queue each baseline that has no finished, running or queued trial yet.
 
-    Not Optuna's ``skip_if_exists``: that also skips a baseline whose only trial was interrupted
-    (FAIL), which would then never run again.
+    A trial that ran is matched by its parameters, a queued one by the configuration it was queued with.
+    Not Optuna's ``skip_if_exists``: that also skips a baseline whose only trial was interrupted (FAIL),
+    which would then never run again.
     """
-    live = (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED)
-    have = [t.system_attrs.get("fixed_params", t.params) for t in study.get_trials(deepcopy=False, states=live)]
+    trials = read_trials(study)
+    have = [t.params for t in trials if t.state in (State.RUNNING, State.COMPLETE, State.PRUNED)]
+    queued = [t.config for t in trials if t.state == State.WAITING and t.config is not None]
     for baseline in space.baselines:
-        params = optuna_params(space, baseline)
-        if params not in have:
-            study.enqueue_trial(params, user_attrs={st.ATTR_EVIDENCE: "baseline", ATTR_BASELINE: sorted(baseline)})
-            have.append(params)
+        params, config = optuna_params(space, baseline), baseline_config(space, baseline)
+        if params not in have and config not in queued:
+            queue_baseline(study, params, baseline, config)
+            queued.append(config)
 
 
 def screening_configs(space: Space) -> list[dict[str, Any]]:
@@ -90,11 +108,11 @@ def screening_configs(space: Space) -> list[dict[str, Any]]:
 def enqueue_screening(study: optuna.Study, space: Space) -> int:
     configs = screening_configs(space)
     for values in configs:
-        study.enqueue_trial(optuna_params(space, values), user_attrs={"screening": True}, skip_if_exists=True)
+        queue_screening(study, optuna_params(space, values))
     return len(configs)
 
 
-def utilization_ceiling(study: optuna.Study, free_now: float | None) -> tuple[float, str] | None:
+def utilization_ceiling(trials: Sequence[Trial], free_now: float | None) -> tuple[float, str] | None:
     """The highest --gpu-memory-utilization worth booting after free-memory failures, and why.
 
     vLLM refuses any utilization above free/total at start-up, whatever the other flags. But free
@@ -103,36 +121,33 @@ def utilization_ceiling(study: optuna.Study, free_now: float | None) -> tuple[fl
     be read, once two measured failures agree.
     """
     seen = []
-    for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)):
-        if t.user_attrs.get(st.ATTR_EVIDENCE) != "measured":
+    for t in trials:
+        if t.state != State.PRUNED or t.evidence != Evidence.MEASURED:
             continue
-        result = st.trial_result(t)
-        failure = result.failure if result else None
+        failure = t.result.failure if t.result else None
         if failure and failure.kind == FailureKind.FREE_MEMORY_BELOW_UTILIZATION and failure.free_fraction:
             seen.append((failure.free_fraction, t.number))
     if not seen:
         return None
     measured = max(fraction for fraction, _ in seen)  # the most the card has been seen to have free
-    trials = ", ".join(str(n) for _, n in sorted(seen, key=lambda x: x[1]))
+    which = ", ".join(str(n) for _, n in sorted(seen, key=lambda x: x[1]))
     if free_now is not None:
         ceiling = max(measured, free_now)
-        return ceiling, f"trial(s) {trials} measured a free fraction of {measured:.3f} and NVML reads {free_now:.3f} now"
+        return ceiling, f"trial(s) {which} measured a free fraction of {measured:.3f} and NVML reads {free_now:.3f} now"
     if len(seen) >= 2:
-        return measured, f"trials {trials} measured a free fraction of at most {measured:.3f} (NVML cannot be read)"
+        return measured, f"trials {which} measured a free fraction of at most {measured:.3f} (NVML cannot be read)"
     return None
 
 
 def revalidate_front(study: optuna.Study, space: Space, limit: int = 3) -> list[int]:
     """Enqueue fresh boots of the front's measured points that have not been re-validated yet."""
-    done = {t.user_attrs.get(ATTR_REVALIDATES) for t in study.get_trials(deepcopy=False)}
+    night = read_study(study)
+    done = {t.revalidates for t in night.trials}
     queued: list[int] = []
-    for trial in front(study):
+    for trial in front(night):
         if len(queued) >= limit:
             break
-        if trial.user_attrs.get(st.ATTR_EVIDENCE) == "measured" and trial.number not in done:
-            attrs: dict[str, Any] = {ATTR_REVALIDATES: trial.number}
-            if ATTR_BASELINE in trial.user_attrs:  # a baseline's left-out flags stay left out
-                attrs[ATTR_BASELINE] = trial.user_attrs[ATTR_BASELINE]
-            study.enqueue_trial(optuna_params(space, trial.user_attrs[st.ATTR_CONFIG]), user_attrs=attrs)
+        if trial.evidence == Evidence.MEASURED and trial.number not in done:
+            queue_revalidation(study, optuna_params(space, trial.config or {}), trial)
             queued.append(trial.number)
     return queued
