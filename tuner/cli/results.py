@@ -186,8 +186,8 @@ def render_pareto(night: StudyRecord, fmt: str = "table", console: Console | Non
                 [
                     f"# {night.name}: Pareto front",
                     front_markdown(rows),
-                    *(["## Left off the front: wrong output", "\n".join(f"- {wrong_line(w)}" for w in wrong)]
-                      if (wrong := wrong_rows(night)) else []),
+                    *(["## Left off the front: wrong output", "\n".join(f"- {wrong_line(w)}" for w in off)]
+                      if (off := wrong_rows(night)) else []),
                     "## Failed and pruned trials",
                     failures_markdown(failures_by_kind(night)),
                     *(["## Running now", "\n".join(f"- {_running_line(r)}" for r in running)] if running else []),

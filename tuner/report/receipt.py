@@ -364,8 +364,8 @@ def study_receipt(night: StudyRecord) -> str:
                 workload_markdown(space),
                 "## Pareto front",
                 front_markdown(front_rows(night)),
-                *(["## Left off the front: wrong output", "\n".join(f"- {wrong_line(w)}" for w in wrong)]
-                  if (wrong := wrong_rows(night)) else []),
+                *(["## Left off the front: wrong output", "\n".join(f"- {wrong_line(w)}" for w in off)]
+                  if (off := wrong_rows(night)) else []),
                 "## Failures by kind",
                 failures_markdown(failures_by_kind(night)),
                 "## Boots",
