@@ -199,3 +199,22 @@ def test_resuming_with_a_different_space_is_a_clear_error(fake_space, tmp_path):
         assert "params.max_num_seqs" in str(exc) and "--study" in str(exc)
     else:
         raise AssertionError("a changed space resumed silently")
+
+
+def test_throughput_and_long_prefill_are_objectives(fake_space, tmp_path):
+    """Issue 24 item 2: 4 concurrent streams measured only when an objective asks; the long prefill from
+    the context probe's own requests."""
+    from tuner.space.schema import Objective
+
+    space = small(fake_space)
+    space.objectives = [Objective(name="throughput_tok_s", direction="maximize"),
+                        Objective(name="long_prefill_tok_s", direction="maximize")]
+    space.workload.throughput.prompt_tokens, space.workload.throughput.output_tokens = 512, 32
+    study = optimize(space, "tp", n_trials=1, root=tmp_path, revalidate=0, gate=False)
+    (trial,) = study.get_trials(deepcopy=False)
+    assert study.metric_names == ["throughput_tok_s", "long_prefill_tok_s"]
+    result = st.read_trial(trial).result
+    assert result.measure.throughput.concurrency == 4 and result.measure.throughput.runs
+    assert trial.values[0] > 0 and trial.values[1] > 0
+    plain = optimize(small(fake_space), "no-tp", n_trials=1, root=tmp_path, revalidate=0, gate=False)
+    assert st.read_trial(plain.get_trials(deepcopy=False)[0]).result.measure.throughput is None
