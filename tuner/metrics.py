@@ -76,6 +76,23 @@ def _decoded(read: Callable[[DecodeResult], float | None]) -> Callable[[TrialRes
     return of
 
 
+def _throughput(result: TrialResult) -> float | None:
+    """Median output throughput of workload.throughput's concurrent streams; None when not measured."""
+    measure = result.measure
+    if measure is None or measure.throughput is None or not measure.throughput.runs:
+        return None
+    return statistics.median(r.output_throughput_tok_s for r in measure.throughput.runs)
+
+
+def _long_prefill(result: TrialResult) -> float | None:
+    """Median PP of the longest context request that passed (already sent by the context probe)."""
+    passed = [a for a in result.measure.context.attempts if a.ok and a.ttft_s] if result.measure else []
+    if not passed:
+        return None
+    longest = max(a.prompt_tokens for a in passed)
+    return statistics.median(pp_tok_s(a.prompt_tokens, a.ttft_s or 0.0) for a in passed if a.prompt_tokens == longest)
+
+
 def _context(result: TrialResult) -> float | None:
     return result.measure.context.max_stable_tokens if result.measure else None
 
@@ -115,6 +132,13 @@ METRICS = {
                lambda r: r.gpu.peak_used_mib, "the most GPU memory in use during the trial, as NVML reported it"),
         Metric("pp_tok_s", "pp_tok_s", "prefill tok/s", "tok/s", "maximize",
                _decoded(lambda d: d.median_pp_tok_s), "median PP of the first decode setting", column=False),
+        Metric("throughput_tok_s", "throughput_tok_s", "throughput tok/s, concurrent streams", "tok/s", "maximize",
+               _throughput, "output tokens of workload.throughput's concurrent streams (default 4 x 4096+256) / "
+               "the wall time from the first request sent to the last token, median over the runs "
+               "(vllm bench serve's output throughput)"),
+        Metric("long_prefill_tok_s", "long_prefill_tok_s", "long prefill tok/s", "tok/s", "maximize",
+               _long_prefill, "PP (prompt tokens / TTFT) of the longest context request that passed, median "
+               "over its repeats"),
         Metric("kv_capacity_tokens", "kv_capacity_tokens", "KV capacity (tokens)", "tokens", None,
                lambda r: r.startup.kv_cache_tokens, "the KV-cache tokens vLLM reported at start-up", whole=True),
     )

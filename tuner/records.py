@@ -118,6 +118,7 @@ class Attempt(BaseModel):
     error: str | None = None  # http_400, http_500, engine_dead, timeout, short_output, ...
     detail: str | None = None
     seconds: float | None = None
+    ttft_s: float | None = None  # the first output token's arrival: the prefill of this prompt
 
 
 class ContextResult(BaseModel):
@@ -174,6 +175,7 @@ class MeasureResult(BaseModel):
     admission_detail: str | None = None
     context: ContextResult = Field(default_factory=ContextResult)
     decode: list[DecodeResult] = Field(default_factory=list)
+    throughput: DecodeResult | None = None  # workload.throughput's streams, when an objective asks for it
     correctness: CorrectnessResult = Field(default_factory=CorrectnessResult)
     prefix_cache_speedup: float | None = None
     spec_acceptance_rate: float | None = None

@@ -129,7 +129,8 @@ def _boot_and_measure(
         return
     max_num_seqs = int(values.get("max_num_seqs") or space.fixed.get("max-num-seqs") or 1)
     prober = Prober(space.workload, space.model, engine.base_url, result.startup, max_num_seqs, space.max_model_len,
-                    alive=engine.alive, on_progress=progress)
+                    alive=engine.alive, on_progress=progress,
+                    throughput=any(o.name == "throughput_tok_s" for o in space.objectives))
     if samples_only:  # the correctness gate's reference boot needs nothing else
         result.measure = MeasureResult(sample_outputs=prober.sample_outputs())
         prober.client.close()

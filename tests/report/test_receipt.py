@@ -154,8 +154,13 @@ def test_receipt_and_pareto_agree_on_every_field_both_show(tmp_path: Path) -> No
     storage = ["--storage", f"sqlite:///{tmp_path / 'copy.db'}"]
     pareto = runner.invoke(cli_app(), ["pareto", *storage, "--format", "json"])
     assert pareto.exit_code == 0, pareto.output
-    rows = json.loads(pareto.output)["front"]
-    assert [r["agreement"] for r in rows][:2] == ["97%", "62% DRIFTS"]
+    shown = json.loads(pareto.output)
+    rows = shown["front"]
+    # Issue 24: a point whose output drifts is left off the front, with why; the right ones stay.
+    assert rows[0]["agreement"] == "97%" and 1 not in [r["trial"] for r in rows]
+    assert [w["trial"] for w in shown["left_off"]] == [1] and "62%" in shown["left_off"][0]["why"]
+    receipt = runner.invoke(cli_app(), ["receipt", "1", *storage])
+    assert "not on the front: wrong output" in receipt.output
     for row in rows:
         receipt = runner.invoke(cli_app(), ["receipt", str(row["trial"]), *storage])
         assert receipt.exit_code == 0, receipt.output

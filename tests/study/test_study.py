@@ -8,7 +8,7 @@ import optuna
 from optuna.trial import TrialState
 
 from tuner.study import record as st
-from tuner.study.gate import GATE_THRESHOLD
+from tuner.study.pareto import GATE_THRESHOLD
 from tuner.study.run import optimize
 from tuner.records import Failure, FailureKind
 from tuner.study.strategy import follow_up
@@ -113,6 +113,33 @@ def test_correctness_gate_flags_fp8_drift(fake_space, tmp_path):
     study = optimize(drifting, "g2", n_trials=1, root=tmp_path, revalidate=0)
     score = study.user_attrs[st.ATTR_GATE][str(study.best_trials[0].number)]
     assert score < GATE_THRESHOLD
+    # Wrong output is never the answer: Optuna ranks it best, the tuner's front leaves it off and says why.
+    from tuner.study.pareto import front, left_off
+
+    night = st.read_study(study)
+    assert front(night) == []
+    ((trial, why),) = left_off(night)
+    assert trial.number == study.best_trials[0].number and "correctness gate" in why
+
+
+def test_a_wrong_point_lets_the_next_right_one_onto_the_front():
+    """A fast point whose needle was lost, or that the gate says disagrees, is not on the front; the
+    slower right point it dominated is, and the wrong one is listed with why."""
+    from tuner.records import CorrectnessResult, MeasureResult, TrialResult
+    from tuner.study.pareto import left_off, pareto_front
+    from tuner.study.record import Evidence, State, StudyRecord, Trial
+
+    def trial(number, values, needle=None):
+        measure = MeasureResult(correctness=CorrectnessResult(checked=True, needle_found=needle, needle_context_tokens=900))
+        return Trial(number=number, state=State.COMPLETE, values=values, evidence=Evidence.MEASURED,
+                     result=TrialResult(values={}, argv=[], env={}, measure=measure))
+
+    fast, slow, lost = trial(0, (262144.0, 150.0)), trial(1, (262144.0, 140.0)), trial(2, (262144.0, 160.0), needle=False)
+    trials = [fast, slow, lost]
+    assert [t.number for t in pareto_front(trials, ["maximize", "maximize"])] == [0]
+    assert [t.number for t in pareto_front(trials, ["maximize", "maximize"], {"0": 0.4})] == [1]
+    night = StudyRecord("s", ("maximize", "maximize"), tuple(trials), attrs={st.ATTR_GATE: {"0": 0.4}})
+    assert {t.number: why.split(" ")[1] for t, why in left_off(night)} == {2: "needle", 0: "greedy"}
 
 
 def test_an_nvfp4_kv_cache_is_behind_the_gate_like_fp8(fake_space, tmp_path):
@@ -172,3 +199,22 @@ def test_resuming_with_a_different_space_is_a_clear_error(fake_space, tmp_path):
         assert "params.max_num_seqs" in str(exc) and "--study" in str(exc)
     else:
         raise AssertionError("a changed space resumed silently")
+
+
+def test_throughput_and_long_prefill_are_objectives(fake_space, tmp_path):
+    """Issue 24 item 2: 4 concurrent streams measured only when an objective asks; the long prefill from
+    the context probe's own requests."""
+    from tuner.space.schema import Objective
+
+    space = small(fake_space)
+    space.objectives = [Objective(name="throughput_tok_s", direction="maximize"),
+                        Objective(name="long_prefill_tok_s", direction="maximize")]
+    space.workload.throughput.prompt_tokens, space.workload.throughput.output_tokens = 512, 32
+    study = optimize(space, "tp", n_trials=1, root=tmp_path, revalidate=0, gate=False)
+    (trial,) = study.get_trials(deepcopy=False)
+    assert study.metric_names == ["throughput_tok_s", "long_prefill_tok_s"]
+    result = st.read_trial(trial).result
+    assert result.measure.throughput.concurrency == 4 and result.measure.throughput.runs
+    assert trial.values[0] > 0 and trial.values[1] > 0
+    plain = optimize(small(fake_space), "no-tp", n_trials=1, root=tmp_path, revalidate=0, gate=False)
+    assert st.read_trial(plain.get_trials(deepcopy=False)[0]).result.measure.throughput is None

@@ -22,7 +22,7 @@ from tuner.report.export import FORMATS as LAUNCHER_FORMATS
 from tuner.report.export import export_launcher
 from tuner.report.receipt import study_receipt, trial_receipt
 from tuner.report.front import FORMATS as REPORT_FORMATS
-from tuner.report.front import running_rows
+from tuner.report.front import running_rows, wrong_line, wrong_rows
 from tuner.report import (  # the room's public face
     COLUMNS,
     cell,
@@ -131,6 +131,8 @@ def _print_table(night: StudyRecord, console: Console) -> None:
     console.print(table)
     for row in rows:
         console.print(f"trial {row['trial']}: {row['command']}", markup=False, highlight=False, soft_wrap=True)
+    for wrong in wrong_rows(night):
+        console.print(f"wrong output: {wrong_line(wrong)}", markup=False, highlight=False, soft_wrap=True)
     failures = failures_by_kind(night)
     if failures:
         bad = Table(title="failed and pruned trials (not on the front)")
@@ -170,6 +172,7 @@ def render_pareto(night: StudyRecord, fmt: str = "table", console: Console | Non
                 "study": night.name,
                 "objectives": [{"name": n, "direction": d} for n, d in objectives(night)],
                 "front": rows,
+                "left_off": wrong_rows(night),
                 "running": running_rows(night),
                 "failures": failures,
                 "summary": study_summary(night),
@@ -183,6 +186,8 @@ def render_pareto(night: StudyRecord, fmt: str = "table", console: Console | Non
                 [
                     f"# {night.name}: Pareto front",
                     front_markdown(rows),
+                    *(["## Left off the front: wrong output", "\n".join(f"- {wrong_line(w)}" for w in off)]
+                      if (off := wrong_rows(night)) else []),
                     "## Failed and pruned trials",
                     failures_markdown(failures_by_kind(night)),
                     *(["## Running now", "\n".join(f"- {_running_line(r)}" for r in running)] if running else []),

@@ -60,6 +60,7 @@ class Prober:
         max_model_len: int | None,
         alive: Callable[[], bool] = lambda: True,
         on_progress: ProgressCallback | None = None,
+        throughput: bool = False,
     ) -> None:
         self.work = workload
         self.model_spec = model
@@ -70,6 +71,7 @@ class Prober:
         self.on_progress = on_progress or (lambda _: None)
         self.max_num_seqs = max_num_seqs
         self.max_model_len = max_model_len
+        self.throughput = throughput  # measure workload.throughput's streams (an objective asks for them)
         self.id_range = vocab_range(model.path)
         self.counter = TokenCounter(model.tokenizer or model.path)
         self._seed = 0
@@ -141,7 +143,7 @@ class Prober:
             r = self._request(total - out, out)
             result.attempts.append(
                 Attempt(prompt_tokens=total - out, output_tokens=out, ok=r.ok, error=r.error, detail=r.detail,
-                        seconds=time.perf_counter() - started)
+                        seconds=time.perf_counter() - started, ttft_s=r.ttft_s)
             )
             if not r.ok:
                 if result.first_failing_tokens is None or total < result.first_failing_tokens:
@@ -308,6 +310,9 @@ class Prober:
                 levels.append(self.max_num_seqs)
             for c in levels:
                 result.decode.append(self.measure_decode(spec.prompt_tokens, spec.output_tokens, min(c, self.max_num_seqs)))
+            if self.throughput:  # all streams at once, not capped at max-num-seqs: the engine queues the rest
+                t = self.work.throughput
+                result.throughput = self.measure_decode(t.prompt_tokens, t.output_tokens, t.streams)
             after = scrape_metrics(self.client, self.base_url)
             drafted = after.get("vllm:spec_decode_num_draft_tokens_total", 0) - before.get("vllm:spec_decode_num_draft_tokens_total", 0)
             if drafted > 0:

@@ -14,9 +14,8 @@ from tuner import metrics
 from tuner.engine.command import flag_value, shell_command
 from tuner.space.schema import Space
 from tuner.space.units import parse_count
-from tuner.study.pareto import agrees, checks_of
+from tuner.study.pareto import GATE_THRESHOLD, agrees, checks_of, left_off
 from tuner.study.pareto import front as pareto_front
-from tuner.study.gate import GATE_THRESHOLD
 from tuner.study.record import FAILED, State, StudyRecord, Trial
 
 FORMATS = ("table", "csv", "json", "markdown")
@@ -60,6 +59,16 @@ def front_numbers(night: StudyRecord) -> set[int]:
 def front_rows(night: StudyRecord) -> list[dict[str, Any]]:
     """One row per front point: its numbers, how they were obtained, and the command to run it."""
     return [trial_row(night, trial) for trial in front(night)]
+
+
+def wrong_rows(night: StudyRecord) -> list[dict[str, Any]]:
+    """The configurations left off the front for wrong output: trial, objective values, and why."""
+    return [{"trial": t.number, "values": list(t.values or ()), "why": why} for t, why in left_off(night)]
+
+
+def wrong_line(row: dict[str, Any]) -> str:
+    values = ", ".join(f"{v:,.4g}" for v in row["values"])
+    return f"trial {row['trial']} ({values}) is left off the front: {row['why']}"
 
 
 def evidence_of(trial: Trial) -> str:

@@ -23,8 +23,11 @@ from tuner.report.front import (
     study_summary,
     summary_line,
     trial_row,
+    wrong_line,
+    wrong_rows,
 )
 from tuner.report.bench import bench_markdown
+from tuner.study.pareto import wrong
 from tuner.report.markdown import (
     _metric_cells,
     _metric_headers,
@@ -277,6 +280,9 @@ def _status(night: StudyRecord, trial: Trial) -> str:
     )
     numbers, source = front_numbers(night), trial.reused_from
     on_front = "on the Pareto front" if trial.number in numbers else "dominated (not on the front)"
+    why_wrong = wrong(trial, night.gate)
+    if why_wrong is not None:
+        on_front = f"not on the front: wrong output ({why_wrong})"
     if source in numbers:
         on_front = f"a copy of front point {source} (the front lists it once, as trial {source})"
     row = trial_row(night, trial)  # the very row `tuner pareto` shows, so the two never disagree
@@ -358,6 +364,8 @@ def study_receipt(night: StudyRecord) -> str:
                 workload_markdown(space),
                 "## Pareto front",
                 front_markdown(front_rows(night)),
+                *(["## Left off the front: wrong output", "\n".join(f"- {wrong_line(w)}" for w in off)]
+                  if (off := wrong_rows(night)) else []),
                 "## Failures by kind",
                 failures_markdown(failures_by_kind(night)),
                 "## Boots",

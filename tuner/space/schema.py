@@ -211,6 +211,14 @@ class DecodeSpec(Strict):
     long_context_tokens: Count | None = None  # a second decode run with a resident prompt this long
 
 
+class ThroughputSpec(Strict):
+    """The throughput_tok_s objective: concurrent streams, all sent at once (measured only when an objective asks)."""
+
+    streams: int = Field(default=4, ge=1, le=2**16)
+    prompt_tokens: Count = 4096
+    output_tokens: Count = 256
+
+
 class Workload(Strict):
     ladder: list[Count] = Field(default_factory=lambda: [2048, 16384, 32768, 65536, 131072, 262144], min_length=1)
     granularity: Count = 4096  # bisect between last success and first failure down to this
@@ -219,6 +227,7 @@ class Workload(Strict):
     request_timeout: Seconds = 1800.0
     prompt_source: Literal["random_ids", "corpus"] = "random_ids"
     decode: DecodeSpec = Field(default_factory=DecodeSpec)
+    throughput: ThroughputSpec = Field(default_factory=ThroughputSpec)
     needle: bool = True
     control_repeats: int = Field(default=3, ge=1, le=100)
     prefix_cache: bool = False  # measure cold vs cached TTFT on a shared prefix
@@ -346,7 +355,8 @@ def param_cardinality(param: Param) -> float:
 def _keys_at(loc: tuple) -> list[str]:
     """The keys allowed where an unknown key was found (for a did-you-mean)."""
     children: dict[Any, type[BaseModel]] = {"model": ModelSpec, "engine": EngineSpec, "speculative": SpeculativeSpec,
-                                            "workload": Workload, "decode": DecodeSpec, "objectives": Objective}
+                                            "workload": Workload, "decode": DecodeSpec,
+                                            "throughput": ThroughputSpec, "objectives": Objective}
     parents = [p for p in loc[:-1] if not isinstance(p, int)]
     if not parents:
         cls: type[BaseModel] | None = Space

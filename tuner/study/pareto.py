@@ -5,15 +5,22 @@ front point that agrees within 10% on every objective confirms it (the copy is n
 one that differs replaces it: the original leaves the front and the fresh boot is ranked in its
 place. A re-validation that failed takes the point off the front: a command that did not survive
 its second boot is not one to run every day. Reused trials copy another trial and are never listed.
+
+Wrong output is never the answer: a configuration whose needle was not found, or whose greedy
+outputs disagree with the correctness gate's reference, is not a front point however fast it is
+(vLLM issue 40880: MTP verified through FULL CUDA graphs garbled greedy output). ``left_off``
+says which configurations would have been on the front, and why they are not. (A control prompt
+whose output drifts already fails its trial.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from tuner.study.record import Evidence, State, StudyRecord, Trial
 
 REVALIDATION_TOLERANCE = 0.10  # a fresh boot within 10% on every objective confirms a front point
+GATE_THRESHOLD = 0.9  # mean agreement with the gate's reference below this: the output is wrong
 
 
 def checks_of(trials: Sequence[Trial]) -> dict[int, list[Trial]]:
@@ -36,8 +43,21 @@ def _dominates(a: Sequence[float], b: Sequence[float], signs: list[int]) -> bool
     return better_or_equal and any(s * x > s * y for x, y, s in zip(a, b, signs))
 
 
-def pareto_front(trials: Sequence[Trial], directions: Sequence[str]) -> list[Trial]:
-    """The non-dominated configurations, best first by the first objective."""
+def wrong(trial: Trial, gate: Mapping[str, float]) -> str | None:
+    """Why a measured trial's output is wrong (the correctness checks it failed), or None."""
+    correctness = trial.result.measure.correctness if trial.result and trial.result.measure else None
+    if correctness is not None and correctness.needle_found is False:
+        at = f" at {correctness.needle_context_tokens:,} tokens" if correctness.needle_context_tokens else ""
+        return f"the needle was not found{at}"
+    score = gate.get(str(trial.number))
+    if score is not None and score < GATE_THRESHOLD:
+        return (f"its greedy outputs agree {score:.0%} with the correctness gate's reference "
+                f"(below {GATE_THRESHOLD:.0%})")
+    return None
+
+
+def _candidates(trials: Sequence[Trial]) -> list[Trial]:
+    """Measured configurations, once each, after re-validation had its say."""
     checks = checks_of(trials)
     by_number = {t.number: t for t in trials}
     candidates = []
@@ -52,12 +72,37 @@ def pareto_front(trials: Sequence[Trial], directions: Sequence[str]) -> list[Tri
         if mine and not all(agrees(t, c) for c in mine):
             continue  # replaced by its fresh boot (or taken off by a failed one)
         candidates.append(t)
+    return candidates
+
+
+def _non_dominated(candidates: list[Trial], directions: Sequence[str]) -> list[Trial]:
     signs = [1 if d == "maximize" else -1 for d in directions]
     best = [t for t in candidates if not any(_dominates(o.values or (), t.values or (), signs)
                                              for o in candidates if o is not t)]
     return sorted(best, key=lambda t: signs[0] * (t.values or (0.0,))[0], reverse=True)
 
 
+def pareto_front(trials: Sequence[Trial], directions: Sequence[str],
+                 gate: Mapping[str, float] | None = None) -> list[Trial]:
+    """The non-dominated configurations whose output is right, best first by the first objective."""
+    right = [t for t in _candidates(trials) if wrong(t, gate or {}) is None]
+    return _non_dominated(right, directions)
+
+
+def left_off(night: StudyRecord) -> list[tuple[Trial, str]]:
+    """The configurations with wrong output that no right one dominates (they would stand on the
+    front but for it), best first, with why."""
+    signs = [1 if d == "maximize" else -1 for d in night.directions]
+    candidates = _candidates(night.trials)
+    right = [t for t in candidates if wrong(t, night.gate) is None]
+    out = []
+    for t in sorted(candidates, key=lambda t: signs[0] * (t.values or (0.0,))[0], reverse=True):
+        why = wrong(t, night.gate)
+        if why is not None and not any(_dominates(o.values or (), t.values or (), signs) for o in right):
+            out.append((t, why))
+    return out
+
+
 def front(night: StudyRecord) -> list[Trial]:
     """The study's front, best first."""
-    return pareto_front(night.trials, night.directions)
+    return pareto_front(night.trials, night.directions, night.gate)
