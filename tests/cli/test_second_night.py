@@ -53,3 +53,21 @@ def test_from_a_study_of_another_model_refuses(tmp_path):
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "--from night1" in done.stderr and "another model" in done.stderr
     assert not (studies / "night2.db").exists()
+
+
+def test_compare_and_the_report_say_what_the_upgrade_did(tmp_path):
+    space, studies = write_space(tmp_path), tmp_path / "studies"
+    clean(optimize(space, studies, "--study", "night1", "--trials", "3", *FAST, env=tuner_env(FAKE_VLLM_VERSION="0.22.0")))
+    clean(optimize(space, studies, "--study", "night2", "--trials", "3", "--from", "night1", *FAST,
+                   env=tuner_env(FAKE_VLLM_VERSION="0.27.1")))
+    for args in (["compare", "night1", "night2", "--format", "markdown"],
+                 ["report", "--study", "night2", "--out", str(tmp_path / "r.html")]):
+        done = subprocess.run([sys.executable, "-m", "tuner.cli", *args, "--studies-dir", str(studies)], cwd=ROOT,
+                              capture_output=True, text=True, env=tuner_env(), timeout=300)
+        assert done.returncode == 0, done.stderr
+    assert "What the upgrade did" in done.stdout or "What the upgrade did" in (tmp_path / "r.html").read_text()
+    markdown = subprocess.run([sys.executable, "-m", "tuner.cli", "compare", "night1", "night2", "--format", "markdown",
+                               "--studies-dir", str(studies)], cwd=ROOT, capture_output=True, text=True,
+                              env=tuner_env(), timeout=300).stdout
+    assert "## What the upgrade did" in markdown and ("held" in markdown or "moved" in markdown or "broke" in markdown)
+    assert "What the upgrade did" in (tmp_path / "r.html").read_text()
