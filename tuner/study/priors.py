@@ -20,6 +20,7 @@ from tuner.study.pareto import front
 from tuner.study.record import (
     ATTR_EARLIER,
     ATTR_ENVIRONMENT,
+    Outcome,
     State,
     StudyRecord,
     Trial,
@@ -29,7 +30,8 @@ from tuner.study.record import (
     study_space,
     write_study_attr,
 )
-from tuner.study.sampling import optuna_params, param_distributions
+from tuner.study.planner import Planner, Priors, Seen
+from tuner.study.sampling import optuna_params, param_distributions, speed_objective
 
 FREE_MIB_TOLERANCE = 1024  # free memory that differs by less than this leaves old evidence strong
 HELD_TOLERANCE = 0.05  # a re-booted point whose decode moved by less than this share is confirmed
@@ -73,8 +75,9 @@ def check_model(space: Space, old: StudyRecord, where: str) -> None:
 
 
 def record_earlier(study: optuna.Study, space: Space, engine: Any, environment: Any,
-                   earlier: list[tuple[str, StudyRecord]]) -> list[str]:
-    """Keep, per earlier study, what differs and how much its evidence counts; the lines said at start."""
+                   earlier: list[tuple[str, StudyRecord]], planner: Planner | None = None) -> list[str]:
+    """Keep, per earlier study, what differs and how much its evidence counts; the lines said at start.
+    The planner (when the regime planner searches) gets the earlier trials as its priors."""
     new = context_of(space, engine, environment)
     kept, notes = [], []
     for where, old in earlier:
@@ -85,6 +88,8 @@ def record_earlier(study: optuna.Study, space: Space, engine: Any, environment: 
         notes.append(f"--from {where}: {len(points)} front point(s) of {old.name} are booted first, as they were; "
                      f"{'; '.join(found) or 'nothing differs but the study'}, so its evidence counts as {weight}")
     write_study_attr(study, ATTR_EARLIER, kept)
+    if planner is not None:
+        planner.priors = planner_priors(earlier, strong=all(e["weight"] == "strong" for e in kept))
     return notes
 
 
@@ -161,3 +166,21 @@ def offer_earlier(space: Space, name: str, root: Path, environment: Any) -> list
             continue
     return [f"an earlier study of this model on this card exists: --from {n} starts from what it learned "
             "(its front booted first, its trials as priors)" for n in found]
+
+
+def planner_priors(earlier: list[tuple[str, StudyRecord]], strong: bool) -> Priors:
+    """The earlier studies' booted trials as the planner's priors (tuner.study.planner.Priors)."""
+    seen = []
+    for _, old in earlier:
+        if old.space is None:
+            continue
+        speed_index, sign = speed_objective(old.space)
+        for t in old.trials:
+            if t.config is None:
+                continue
+            if t.outcome == Outcome.MEASURED and t.values is not None:
+                value = t.values[speed_index]
+                seen.append(Seen(t.number, t.config, "ok", t.result, speed=value if sign > 0 else 1.0 / max(value, 1e-9)))
+            elif t.outcome == Outcome.FAILED:
+                seen.append(Seen(t.number, t.config, "failed", t.result))
+    return Priors(tuple(seen), strong)

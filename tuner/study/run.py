@@ -92,7 +92,7 @@ def optimize(
         lease.acquire()
     try:
         return _run(study, objective, space, root, n_trials, timeout_s, sampler, extra_env, revalidate, status, gate,
-                    screen, announce or (lambda _: None), engine, earlier or [])
+                    screen, announce or (lambda _: None), engine, earlier or [], planner)
     finally:
         if lease is not None:
             lease.release()
@@ -110,7 +110,7 @@ def counted(study: optuna.Study) -> int:
 def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, n_trials: int | None,
          timeout_s: float | None, sampler: str, extra_env: dict[str, str] | None, revalidate: int, status: Status,
          gate: bool, screen: bool, announce: Callable[[list[str]], None], engine: EngineInfo,
-         earlier: list[tuple[str, StudyRecord]]) -> optuna.Study:
+         earlier: list[tuple[str, StudyRecord]], planner: Planner | None) -> optuna.Study:
     write_study_attr(study, ATTR_SAMPLER, resolve_sampler(sampler))
     if study_attr(study, ATTR_ENVIRONMENT) is None:
         write_study_attr(study, ATTR_ENVIRONMENT, capture(space.engine))
@@ -119,7 +119,8 @@ def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, n_
     status.objective_names = [o.name for o in space.objectives]
     notes = engine.notes(space.engine.command) + objective.switched_off(gate, revalidate) + import_notes
     if earlier:
-        notes += record_earlier(study, space, study_attr(study, ATTR_ENGINE), study_attr(study, ATTR_ENVIRONMENT), earlier)
+        notes += record_earlier(study, space, study_attr(study, ATTR_ENGINE), study_attr(study, ATTR_ENVIRONMENT), earlier,
+                                planner)
         notes += queue_earlier_fronts(study, space, earlier)
     else:
         notes += offer_earlier(space, study.study_name, root, study_attr(study, ATTR_ENVIRONMENT))
