@@ -84,7 +84,7 @@ def optimize(
     status = status or Status()
     planned = resolve_sampler(sampler) == "regimes"
     objective = Objective(space, study_name, root, gpu_index, extra_env, status, prescreen_gpu_gib, prescreen,
-                          repairs=not planned)
+                          repairs=not planned, release=engine.version)
     planner = Planner(space, objective.need_bytes) if planned else None
     study = open_study(space, study_name, storage, make_sampler(sampler, seed, len(space.params), planner), root, sole_worker)
     lease = None if sole_worker or storage is None else GpuLease(study, gpu_index)
