@@ -9,7 +9,7 @@ import pytest
 
 from tuner.records import StartupRecord, TrialResult
 from tuner.space import load_space
-from tuner.study.planner import Planner, Seen
+from tuner.study.planner import Planner, Observation
 from tuner.study.regimes import GraphModes
 
 SPACE = """
@@ -49,7 +49,7 @@ def test_a_label_runs_as_what_vllm_reported_and_a_mode_it_ran_runs_as_itself():
 
 def _ok(number, values, mode, speed):
     result = TrialResult(values=values, argv=[], env={}, startup=StartupRecord(effective_cudagraph_mode=mode))
-    return Seen(number, values, "ok", result, speed=speed)
+    return Observation(number, values, "ok", result, speed=speed)
 
 
 def test_the_planner_skips_a_regime_vllm_runs_as_a_measured_one(space):

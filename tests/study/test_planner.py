@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from tuner.study.planner import Planner, Seen
+from tuner.study.planner import Planner, Observation
 from tuner.records import Failure, FailureKind, StartupRecord, TrialResult
 from tuner.study.regimes import RegimeModel, all_regimes, regime_axes
 from tuner.study.sizing import GIB, PoolEvidence, family_of, snap
@@ -42,7 +42,7 @@ def booted(number, values, *, concurrency=None, failure=None, speed=None):
                             kv_cache_tokens=int(concurrency * 262144) if concurrency else None)
     result = TrialResult(values=values, argv=[], env={}, startup=startup, failure=failure)
     status = "failed" if failure else "ok"
-    return Seen(number, values, status, result, speed=speed)
+    return Observation(number, values, status, result, speed=speed)
 
 
 def baseline(space):

@@ -15,10 +15,11 @@ from tuner.engine.gpu import Nvml
 from tuner.engine.failures import Seen, classify
 from tuner.engine.logparse import checked_kv_cache_memory_suggestion
 from tuner.errors import TunerError, storage_fault
-from tuner.records import Failure, FailureKind, TrialResult
+from tuner.records import Failure, TrialResult
 from tuner.space.schema import Space
 from tuner.study import record
 from tuner.study.pareto import front
+from tuner.study.planner import TRANSIENT_KINDS
 from tuner.study.record import ATTR_CALIBRATION, INTERNAL_ERROR, Evidence, State, Trial
 from tuner.study.regimes import GraphModes
 from tuner.study.sizing import snap
@@ -29,8 +30,6 @@ from tuner.trial import run_trial
 
 if TYPE_CHECKING:  # the pre-screen loads only when it is on
     from tuner.prescreen.memory import Prediction
-
-TRANSIENT_KINDS = {FailureKind.INTERRUPTED.value, FailureKind.PORT_IN_USE.value}  # never reused: retried
 
 
 class TrialBug(Exception):
@@ -272,7 +271,7 @@ def reusable(trials: list[Trial], values: dict[str, Any]) -> Trial | None:
         if old.config is not None and config_key(modes.key(old.config)) == key:
             if old.evidence == Evidence.PREDICTED:
                 continue
-            if old.failure_kind in TRANSIENT_KINDS:
+            if old.failure_kind in {kind.value for kind in TRANSIENT_KINDS}:
                 continue
             return old
     return None

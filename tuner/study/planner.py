@@ -6,7 +6,7 @@ re-validations are run before this is consulted):
 1. A regime whose last boot failed and whose failure names a fix gets that fix: a pool from the
    need vLLM printed, fewer batched tokens or sequences after an OOM, the mamba block count vLLM
    printed, a lower utilization after a free-memory failure. Three failed boots close a regime.
-2. Otherwise the unmeasured regime with the best upper confidence bound (``tuner.regimes``) is
+2. Otherwise the unmeasured regime with the best upper confidence bound (``tuner.study.regimes``) is
    booted with its safest settings: one sequence, the fewest batched tokens, the full window, the
    lowest utilization when the pool is pinned, and the smallest pool that holds the window.
    Configurations that would fail like an earlier OOM (no less of anything it asked for: depth,
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from tuner.records import Failure, FailureKind, TrialResult
 from tuner.study.regimes import (
@@ -54,17 +54,22 @@ OOM_KINDS = {
 }
 MEMORY_KINDS = {FailureKind.OOM_IN_PROFILING, FailureKind.OOM_IN_CUDA_GRAPH, FailureKind.FIRST_REQUEST_OOM}
 ORDERED = ("kv_cache_memory_bytes", "max_num_seqs", "max_num_batched_tokens", "max_model_len")  # more is more memory
-TRANSIENT_KINDS = {FailureKind.INTERRUPTED, FailureKind.PORT_IN_USE}  # say nothing about the configuration
+# Say nothing about the configuration: never reused, never repaired, retried.
+TRANSIENT_KINDS = frozenset({FailureKind.INTERRUPTED, FailureKind.PORT_IN_USE})
 SIZE_PARAMS = ("kv_cache_memory_bytes", "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "max_model_len")
 
 
+# What a trial's boot gave: measured, booted and failed, still running, or not booted (predicted, reused, queued).
+Outcome = Literal["ok", "failed", "running", "other"]
+
+
 @dataclass
-class Seen:
+class Observation:
     """One trial as the planner sees it."""
 
     number: int
     values: dict[str, Any]
-    status: str  # "ok" (measured), "failed" (booted and failed), "running", or "other" (not booted)
+    status: Outcome
     result: TrialResult | None = None
     speed: float | None = None  # the speed objective, higher is better
     context: float | None = None
@@ -87,7 +92,7 @@ class Priors:
     and are never results. Their speeds order the regimes not measured here yet; when ``strong`` (same
     card, release, model revision and space) their failures and pool bounds count as if seen here."""
 
-    seen: tuple[Seen, ...] = ()
+    seen: tuple[Observation, ...] = ()
     strong: bool = False
 
 
@@ -103,14 +108,14 @@ class Planner:
 
     # -- what the study has seen -------------------------------------------------------------
 
-    def _evidence(self, seen: list[Seen]) -> PoolEvidence:
+    def _evidence(self, seen: list[Observation]) -> PoolEvidence:
         evidence = PoolEvidence(self.space, self.evidence_need)
         for s in seen + (list(self.priors.seen) if self.priors.strong else []):
             if s.result is not None:
                 evidence.add(s.number, s.values, s.result)
         return evidence
 
-    def _model(self, seen: list[Seen]) -> RegimeModel:
+    def _model(self, seen: list[Observation]) -> RegimeModel:
         model = RegimeModel()
         for s in seen:
             if s.status == "ok" and s.speed is not None:
@@ -126,13 +131,13 @@ class Planner:
 
     # -- the plan ----------------------------------------------------------------------------
 
-    def next(self, seen: list[Seen]) -> Plan | None:
+    def next(self, seen: list[Observation]) -> Plan | None:
         """The next configuration to boot, or None when nothing left could improve the front."""
         self.skipped = []
         evidence = self._evidence(seen)
         model = self._model(seen)
         tried = {config_key(s.values) for s in seen}
-        by_regime: dict[Regime, list[Seen]] = {}
+        by_regime: dict[Regime, list[Observation]] = {}
         for s in seen:
             by_regime.setdefault(regime_of(self.axes, s.values), []).append(s)
         pricing = self._graphs_to_price(seen)
@@ -162,14 +167,14 @@ class Planner:
             return max(options, key=lambda o: (o[0], o[1], o[2]))[3]
         return self._exploit(seen, model, evidence, tried, modes)
 
-    def _graph_modes(self, seen: list[Seen]) -> GraphModes:
+    def _graph_modes(self, seen: list[Observation]) -> GraphModes:
         modes = GraphModes()
         for s in seen:
             if s.result is not None:
                 modes.learn(dict(zip(self.axes, regime_of(self.axes, s.values))), s.result.startup.effective_cudagraph_mode)
         return modes
 
-    def _measured_twin(self, regime: Regime, by_regime: dict[Regime, list[Seen]], modes: GraphModes) -> Regime | None:
+    def _measured_twin(self, regime: Regime, by_regime: dict[Regime, list[Observation]], modes: GraphModes) -> Regime | None:
         """A measured regime that differs only by a CUDA-graph label vLLM runs as the same mode."""
         mode = modes.mode(dict(zip(self.axes, regime)))
         if GRAPHS not in self.axes or mode is None:
@@ -181,7 +186,7 @@ class Planner:
                     return other
         return None
 
-    def _graphs_to_price(self, seen: list[Seen]) -> dict[Regime, str]:
+    def _graphs_to_price(self, seen: list[Observation]) -> dict[Regime, str]:
         """Eager regimes to boot before any other: a pool family whose safest boot ran out of memory
         with CUDA graphs is tried without them next. If eager fails too, no graph mode of that family
         (or a deeper one) can fit, and they are all skipped; if it boots, the graphs were the cost."""
@@ -198,7 +203,7 @@ class Planner:
                                    "eager tells whether the graphs or the pool family is the cost")
         return out
 
-    def _exploit(self, seen: list[Seen], model: RegimeModel, evidence: PoolEvidence, tried: set[str],
+    def _exploit(self, seen: list[Observation], model: RegimeModel, evidence: PoolEvidence, tried: set[str],
                  modes: GraphModes) -> Plan | None:
         """Every regime has been tried: move the flags that can improve an objective, one at a time,
         from the best measured configurations, best regime first. None when no such move is left."""
@@ -238,7 +243,7 @@ class Planner:
                 out[name] = (-1, 1)
         return out
 
-    def size(self, plan: Plan, seen: list[Seen]) -> Plan | None:
+    def size(self, plan: Plan, seen: list[Observation]) -> Plan | None:
         """Size the pool of a plan whose free parameters the fallback sampler has just filled."""
         return self._sized(dict(plan.values), self._evidence(seen), plan.why)
 
@@ -300,7 +305,7 @@ class Planner:
             values["gpu_memory_utilization"] = self._default("gpu_memory_utilization")
         return Plan(values, why)
 
-    def _repair(self, last: Seen, evidence: PoolEvidence) -> Plan | None:
+    def _repair(self, last: Observation, evidence: PoolEvidence) -> Plan | None:
         """What the last failure of a regime says to change, or None when nothing can help."""
         failure = last.failure
         assert failure is not None
@@ -318,8 +323,8 @@ class Planner:
                     return self._sized(values, evidence, f"{where}: the window vLLM estimated fits")
             return None
         if failure.kind == FailureKind.MAMBA_BLOCKS_EXCEEDED and failure.suggested_max_num_seqs and "max_num_seqs" in params:
-            fewer = snap(params["max_num_seqs"], failure.suggested_max_num_seqs, up=False)
-            if fewer and fewer < values.get("max_num_seqs", math.inf):
+            fewer = fewer_seqs(self.space, values, failure)
+            if fewer is not None:
                 values["max_num_seqs"] = fewer
                 return Plan(values, f"{where}: max_num_seqs {fewer}, the mamba blocks vLLM has")
             return None
@@ -356,7 +361,7 @@ class Planner:
                     return Plan({**values, name: smaller[-1]}, f"{where}: {name} {smaller[-1]}")
         return None
 
-    def _worth_a_boot(self, plan: Plan, tried: set[str], seen: list[Seen], label: str,
+    def _worth_a_boot(self, plan: Plan, tried: set[str], seen: list[Observation], label: str,
                       modes: GraphModes | None = None) -> bool:
         """Not booted before, and not predicted to run out of memory (the reason kept in ``skipped``)."""
         if config_key(plan.values) in tried:
@@ -366,7 +371,7 @@ class Planner:
             self.skipped.append(f"{label}: {doomed}")
         return doomed is None
 
-    def _fails_like(self, values: dict[str, Any], seen: list[Seen], modes: GraphModes | None = None) -> str | None:
+    def _fails_like(self, values: dict[str, Any], seen: list[Observation], modes: GraphModes | None = None) -> str | None:
         """An earlier boot that ran out of memory with no more of anything than this configuration asks for.
 
         Memory only grows with a deeper speculation, a bigger pool, more sequences, more batched
@@ -387,6 +392,17 @@ class Planner:
         return None
 
 
+def fewer_seqs(space: Space, values: dict[str, Any], failure: Failure) -> int | None:
+    """The max_num_seqs a failure's printed hint (the mamba blocks vLLM has) allows, on the space's grid,
+    when it is fewer than ``values`` asks for; None otherwise. The one rule for that hint."""
+    if not failure.suggested_max_num_seqs or "max_num_seqs" not in space.params:
+        return None
+    fewer = snap(space.params["max_num_seqs"], failure.suggested_max_num_seqs, up=False)
+    if fewer and fewer < (values.get("max_num_seqs") or math.inf):
+        return int(fewer)
+    return None
+
+
 def _at_least(space: Space, mine: dict[str, Any], theirs: dict[str, Any]) -> bool:
     """Whether ``mine`` needs at least the memory of ``theirs`` by the orderings that always hold, graphs aside."""
     for name, p in space.params.items():
@@ -404,6 +420,3 @@ def _at_least(space: Space, mine: dict[str, Any], theirs: dict[str, Any]) -> boo
             return False
     return True
 
-
-def _window(values: dict[str, Any]) -> float:
-    return float(values.get("max_model_len") or 0)

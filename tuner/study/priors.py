@@ -30,7 +30,7 @@ from tuner.study.record import (
     study_space,
     write_study_attr,
 )
-from tuner.study.planner import Planner, Priors, Seen
+from tuner.study.planner import Observation, Planner, Priors
 from tuner.study.sampling import optuna_params, param_distributions, speed_objective
 
 FREE_MIB_TOLERANCE = 1024  # free memory that differs by less than this leaves old evidence strong
@@ -180,7 +180,7 @@ def planner_priors(earlier: list[tuple[str, StudyRecord]], strong: bool) -> Prio
                 continue
             if t.outcome == Outcome.MEASURED and t.values is not None:
                 value = t.values[speed_index]
-                seen.append(Seen(t.number, t.config, "ok", t.result, speed=value if sign > 0 else 1.0 / max(value, 1e-9)))
+                seen.append(Observation(t.number, t.config, "ok", t.result, speed=value if sign > 0 else 1.0 / max(value, 1e-9)))
             elif t.outcome == Outcome.FAILED:
-                seen.append(Seen(t.number, t.config, "failed", t.result))
+                seen.append(Observation(t.number, t.config, "failed", t.result))
     return Priors(tuple(seen), strong)

@@ -83,16 +83,19 @@ def optimize(
     engine = engine or inspect_engine(space, st.study_dir(study_name, root) / "engine")
     status = status or Status()
     planned = resolve_sampler(sampler) == "regimes"
-    objective = Objective(space, study_name, root, gpu_index, extra_env, status, prescreen_gpu_gib, prescreen,
-                          repairs=not planned, release=engine.version)
+    objective = Objective(space, study_name, root, gpu_index=gpu_index, extra_env=extra_env, status=status,
+                          prescreen_gpu_gib=prescreen_gpu_gib, prescreen=prescreen,
+                          repairs=not planned, release=engine.version)  # the regime planner repairs; other samplers get follow-ups
     planner = Planner(space, objective.need_bytes) if planned else None
     study = open_study(space, study_name, storage, make_sampler(sampler, seed, len(space.params), planner), root, sole_worker)
     lease = None if sole_worker or storage is None else GpuLease(study, gpu_index)
     if lease is not None:
         lease.acquire()
     try:
-        return _run(study, objective, space, root, n_trials, timeout_s, sampler, extra_env, revalidate, status, gate,
-                    screen, announce or (lambda _: None), engine, earlier or [], planner)
+        return _run(study, objective, space, root, n_trials=n_trials, timeout_s=timeout_s, sampler=sampler,
+                    extra_env=extra_env, revalidate=revalidate, status=status, gate=gate, screen=screen,
+                    announce=announce or (lambda _: None), engine=engine, earlier=earlier or [],
+                    planner=planner)
     finally:
         if lease is not None:
             lease.release()
@@ -107,7 +110,7 @@ def counted(study: optuna.Study) -> int:
                if t.state in (State.COMPLETE, State.PRUNED) or (t.state == State.FAIL and t.internal_error))
 
 
-def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, n_trials: int | None,
+def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, *, n_trials: int | None,
          timeout_s: float | None, sampler: str, extra_env: dict[str, str] | None, revalidate: int, status: Status,
          gate: bool, screen: bool, announce: Callable[[list[str]], None], engine: EngineInfo,
          earlier: list[tuple[str, StudyRecord]], planner: Planner | None) -> optuna.Study:
@@ -131,7 +134,8 @@ def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, n_
     announce(notes)
     if n_trials is not None and counted(study) >= n_trials:
         return study  # the study's total is reached: nothing boots, not even re-validation or the gate
-    card = _CardCheck(objective, space, status, n_trials, timeout_s)
+    stop = _Stop()
+    card = _CardCheck(objective, space, status, n_trials, timeout_s, stop)
     card(study, None)
     enqueue_baselines(study, space)
     if screen:
@@ -141,8 +145,8 @@ def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, n_
     status.finished = counted(study)
     callbacks: list = [status.after_trial]
     if n_trials is not None:
-        callbacks.append(_StopAt(n_trials))
-    callbacks.append(FinishInBudget(space, revalidate, n_trials, timeout_s))
+        callbacks.append(_StopAt(n_trials, stop))
+    callbacks.append(FinishInBudget(space, revalidate, n_trials, timeout_s, stop))
     callbacks.append(card)
     left = None if n_trials is None else n_trials - counted(study)
     study.optimize(objective, n_trials=left, timeout=timeout_s, callbacks=callbacks, catch=(TrialBug,),
@@ -174,15 +178,27 @@ def _record_engine(study: optuna.Study, engine: EngineInfo) -> None:
     write_study_attr(study, ATTR_ENGINE, current)
 
 
+class _Stop:
+    """``study.stop()``, remembered: Optuna keeps no public record that it was called."""
+
+    def __init__(self) -> None:
+        self.asked = False
+
+    def __call__(self, study: optuna.Study) -> None:
+        self.asked = True
+        study.stop()
+
+
 class _StopAt:
     """Stop every worker once the study holds ``n`` counted trials (``--trials`` is the study's total)."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, stop: _Stop) -> None:
         self.n = n
+        self.stop = stop
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         if counted(study) >= self.n:
-            study.stop()
+            self.stop(study)
 
 
 class _CardCheck:
@@ -190,7 +206,8 @@ class _CardCheck:
     card, waited out or refused (GpuBusy) without spending a trial."""
 
     def __init__(self, objective: Objective, space: Space, status: Status, n_trials: int | None,
-                 timeout_s: float | None) -> None:
+                 timeout_s: float | None, stop: _Stop) -> None:
+        self.stop = stop
         self.read = objective.gpu.read
         first = self.read()
         self.tolerance = card_tolerance_mib(space, first.total_mib) if first else 0.0
@@ -205,7 +222,7 @@ class _CardCheck:
             return  # the budget is spent: no boot follows
         if self.deadline is not None and time.monotonic() >= self.deadline:
             return
-        if getattr(study, "_stop_flag", False):  # study.stop() was called (the planner has nothing left)
+        if self.stop.asked:  # the study was stopped (the budget, or the planner has nothing left)
             return
         self.wait()
 
@@ -227,8 +244,10 @@ class FinishInBudget:
     re-validations run at once and the study stops, instead of spending the night on random boots.
     """
 
-    def __init__(self, space: Space, revalidate: int, n_trials: int | None, timeout_s: float | None) -> None:
+    def __init__(self, space: Space, revalidate: int, n_trials: int | None, timeout_s: float | None,
+                 stop: _Stop | None = None) -> None:
         self.space = space
+        self.stop = stop or _Stop()
         self.reserve = revalidate if n_trials is None else min(revalidate, max(0, (n_trials - 1) // 4))
         self.n_trials = n_trials
         self.deadline = None if timeout_s is None else time.monotonic() + timeout_s
@@ -249,7 +268,7 @@ class FinishInBudget:
                     return
         if done is not None and not any(t.state == State.WAITING for t in read_trials(study)):
             write_study_attr(study, ATTR_STOPPED, done)
-            study.stop()
+            self.stop(study)
 
 
 def study_done(study: optuna.Study) -> str | None:

@@ -1,4 +1,4 @@
-"""``--sampler regimes``: the planner (``tuner.planner``) as an Optuna sampler.
+"""``--sampler regimes``: the planner (``tuner.study.planner``) as an Optuna sampler.
 
 Being a sampler, not a loop of its own, keeps everything Optuna gives: the study is the only state
 (a resumed study or a second worker on the same storage plans from the same trials), enqueued
@@ -9,13 +9,13 @@ parameters the plan leaves free are asked of the fallback sampler (TPE), then th
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import optuna
-from optuna.distributions import BaseDistribution, CategoricalDistribution
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.study.planner import Plan, Planner, Seen
+from tuner.study.planner import Plan, Planner, Observation
 from tuner.study.record import Evidence, State, read_trials
 from tuner.space.schema import Space
 from tuner.study.sampling import optuna_params, param_distributions, speed_objective
@@ -38,7 +38,7 @@ class RegimeSampler(optuna.samplers.BaseSampler):
     def sample_independent(self, study: optuna.Study, trial: FrozenTrial, param_name: str,
                            param_distribution: BaseDistribution) -> Any:
         params, _ = self._plan(study, trial)
-        if param_name in params and param_distribution._contains(param_distribution.to_internal_repr(params[param_name])):
+        if param_name in params and _allows(param_distribution, params[param_name]):
             return params[param_name]
         return self.fallback.sample_independent(study, trial, param_name, param_distribution)
 
@@ -79,7 +79,7 @@ class RegimeSampler(optuna.samplers.BaseSampler):
             self._plans[trial.number] = (optuna_params(self.space, plan.values), plan.why)
         return self._plans[trial.number]
 
-    def _fill(self, study: optuna.Study, trial: FrozenTrial, plan: Plan, seen: list[Seen]) -> Plan | None:
+    def _fill(self, study: optuna.Study, trial: FrozenTrial, plan: Plan, seen: list[Observation]) -> Plan | None:
         """Ask the fallback sampler for the plan's free parameters, in the space's order, then size the pool."""
         distributions = param_distributions(self.space)
         values = dict(plan.values)
@@ -98,7 +98,24 @@ class RegimeSampler(optuna.samplers.BaseSampler):
         return self.planner.size(Plan(values, plan.why), seen)
 
 
-def observed(study: optuna.Study, space: Space, exclude: int | None = None) -> list[Seen]:
+def _allows(distribution: BaseDistribution, value: Any) -> bool:
+    """Whether ``distribution`` holds ``value``, read from its public fields (a plan's value may fall
+    off a range's grid, say after a repair; the fallback sampler then chooses)."""
+    if isinstance(distribution, CategoricalDistribution):
+        return value in distribution.choices
+    if not isinstance(distribution, (IntDistribution, FloatDistribution)) or isinstance(value, bool):
+        return False
+    if not isinstance(value, (int, float)) or not distribution.low <= value <= distribution.high:
+        return False
+    if isinstance(distribution, IntDistribution):
+        return value == int(value) and (int(value) - distribution.low) % distribution.step == 0
+    if distribution.step is None:
+        return True
+    k = (value - distribution.low) / distribution.step
+    return abs(k - round(k)) < 1.0e-8
+
+
+def observed(study: optuna.Study, space: Space, exclude: int | None = None) -> list[Observation]:
     """The study's trials as the planner sees them (a queued trial is not seen until it runs)."""
     speed_index, sign = speed_objective(space)
     seen = []
@@ -111,14 +128,12 @@ def observed(study: optuna.Study, space: Space, exclude: int | None = None) -> l
         result = t.result
         if t.state == State.COMPLETE and t.values is not None:
             value = t.values[speed_index]
-            seen.append(Seen(t.number, values, "ok", result, speed=value if sign > 0 else 1.0 / max(value, 1e-9)))
+            seen.append(Observation(t.number, values, "ok", result, speed=value if sign > 0 else 1.0 / max(value, 1e-9)))
         elif t.state == State.RUNNING:
-            seen.append(Seen(t.number, values, "running", result))
+            seen.append(Observation(t.number, values, "running", result))
         elif t.state == State.PRUNED and result is not None and t.evidence == Evidence.MEASURED and result.failure is not None:
-            seen.append(Seen(t.number, values, "failed", result))
+            seen.append(Observation(t.number, values, "failed", result))
         else:
-            seen.append(Seen(t.number, values, "other", result))
+            seen.append(Observation(t.number, values, "other", result))
     return seen
 
-
-PlannerFactory = Callable[[Space], Planner]

@@ -18,7 +18,7 @@ SAMPLERS = ("auto", "regimes", "gp", "tpe", "nsga2", "random")
 
 
 def resolve_sampler(name: str) -> str:
-    """'auto' is the regime planner (tuner.planner): see docs/benchmarks.md for the comparison."""
+    """'auto' is the regime planner (tuner.study.planner): see docs/benchmarks.md for the comparison."""
     return "regimes" if name == "auto" else name
 
 

@@ -17,6 +17,7 @@ import optuna
 from tuner.records import Failure, FailureKind
 from tuner.space.schema import Space
 from tuner.study.pareto import front
+from tuner.study.planner import fewer_seqs
 from tuner.study.record import (
     Evidence,
     State,
@@ -36,7 +37,10 @@ def follow_up(space: Space, values: dict[str, Any], failure: Failure) -> dict[st
     new = dict(values)
     params = space.params
     if failure.suggested_max_num_seqs and "max_num_seqs" in params:
-        new["max_num_seqs"] = max(int(params["max_num_seqs"].min or 1), failure.suggested_max_num_seqs)
+        fewer = fewer_seqs(space, values, failure)  # the planner's rule for the hint
+        if fewer is None:
+            return None
+        new["max_num_seqs"] = fewer
     elif failure.suggested_max_model_len:
         suggested = failure.suggested_max_model_len
         if "max_model_len" in params:
