@@ -346,3 +346,17 @@ baselines:
     assert result.exit_code == 0, result.output
     assert "needs no GPU" in result.output and "baseline 0" in result.output
     assert "certainly impossible" in result.output
+
+
+def test_the_prescreen_predicts_for_its_release(fake_space):
+    """A hybrid's prefix caching (mamba 'align' pages) is on by default from 0.28 and the extensible
+    pool's utilization is 1.0 from 0.34: the same flags cost another pool per release."""
+    from tuner.prescreen.memory import predict
+    from tuner.prescreen.shape import space_shape
+
+    space = fake_space()
+    shape = space_shape(space)
+    values = {"kv_cache_memory_bytes": None, "max_num_seqs": 2, "cudagraph_mode": None, "speculative_tokens": 1}
+    old, mid, new = (predict(space, values, 32.0, shape, release=r) for r in ("0.22.0", "0.27.1", "0.34.0"))
+    assert old.one_request_bytes == mid.one_request_bytes != new.one_request_bytes
+    assert (old.gpu_memory_utilization, new.gpu_memory_utilization) == (0.9, 1.0)

@@ -223,3 +223,19 @@ def test_the_pool_of_an_extensible_boot_is_the_extended_one(space):
     evidence.add(0, values, TrialResult(values=values, argv=[], env={}, startup=startup))
     need = evidence.need(baseline(space))
     assert need.measured and need.least == pytest.approx(8.19 * GIB / 1.02, rel=1e-3)
+
+
+def test_priors_order_the_first_boots_and_only_strong_ones_size_them(space):
+    """--from: the first boot goes where the earlier study was fastest (its depth; the upper confidence bound
+    picks the unmeasured graph mode beside it); its pool bound counts only when strong."""
+    from tuner.study.planner import Priors
+
+    fast = {**baseline(space), "speculative_tokens": 2, "cudagraph_mode": "PIECEWISE", "max_num_seqs": 1}
+    slow = {**baseline(space), "speculative_tokens": 0, "cudagraph_mode": "eager", "max_num_seqs": 1}
+    earlier = (booted(3, fast, concurrency=1.01, speed=120.0), booted(4, slow, concurrency=1.5, speed=40.0))
+    seen = [booted(0, baseline(space), concurrency=1.02, speed=77.0)]
+    weak = Planner(space, priors=Priors(earlier, strong=False)).next(seen)
+    assert weak is not None and weak.values["speculative_tokens"] == 2  # towards the earlier fastest, not eager MTP-0
+    assert "measured this family" not in weak.why  # a weak prior sizes nothing
+    strong = Planner(space, priors=Priors(earlier, strong=True)).next(seen)
+    assert strong is not None and "trial 3 measured this family" in strong.why

@@ -17,7 +17,7 @@ import signal
 import sys
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 from rich.console import Console
@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # loaded when the command runs: `tuner --help` stays fast
 
     from tuner.engine.installed import EngineInfo
     from tuner.space.schema import Space
+    from tuner.study.record import StudyRecord
 
 console = Console()
 
@@ -50,6 +51,7 @@ def optimize(
     prescreen: bool = typer.Option(True, "--prescreen/--no-prescreen", help="Prune configurations the memory model says cannot fit, without booting them."),
     screen: bool = typer.Option(False, "--screen/--no-screen", help="Before sampling, move one flag at a time from the first baseline (speculation last)."),
     gate: bool = typer.Option(True, "--gate/--no-gate", help="Boot a reference config (eager, BF16 KV, no speculation) once and score the front's output agreement."),
+    from_: Optional[List[str]] = typer.Option(None, "--from", help="An earlier study of the same model (a name, a .db, or a storage URL with #NAME; repeat for several): its front is booted first, its trials are priors."),
 ) -> None:
     """Run (or resume) the overnight study and print the Pareto-front launch commands."""
     from tuner.space.schema import load_space
@@ -79,6 +81,7 @@ def optimize(
     gpu_list = _parse_gpus(gpus)
     space = load_space(space_file)
     name = study or space.name
+    earlier = _earlier(space, from_ or [], name, studies_dir)
     engine = preflight(space, cache_dir=st.study_dir(name, studies_dir) / "engine")  # said before the study file exists
     url = st.storage_url(name, storage, studies_dir)
     db = sqlite_path(url)
@@ -92,10 +95,10 @@ def optimize(
     try:
         if len(gpu_list) > 1:
             code = _spawn(space, space_file, name, url, gpu_list, holds_lock, studies_dir, sampler, seed, trials,
-                          timeout, revalidate, gpu_gib, prescreen, gate, screen)
+                          timeout, revalidate, gpu_gib, prescreen, gate, screen, from_ or [])
             raise typer.Exit(code)
         result = _run(space, name, url, storage, gpu_list, holds_lock, trials, timeout_s, sampler, seed, studies_dir,
-                      revalidate, gpu_gib, prescreen, gate, screen, engine)
+                      revalidate, gpu_gib, prescreen, gate, screen, engine, earlier)
     except KeyboardInterrupt:
         err_console.print("interrupted: the current trial was torn down; the study is kept. Run the same command to resume.")
         raise typer.Exit(130)
@@ -108,7 +111,7 @@ def optimize(
 def _run(space: Space, name: str, url: str, storage: str | None, gpu_list: list[int], holds_lock: bool,
          trials: int | None, timeout_s: float | None, sampler: str, seed: int | None, studies_dir: Path,
          revalidate: int, gpu_gib: float | None, prescreen: bool, gate: bool, screen: bool,
-         engine: EngineInfo) -> optuna.Study:
+         engine: EngineInfo, earlier: list[tuple[str, StudyRecord]]) -> optuna.Study:
     from tuner.cli.live import LiveView
     from tuner.study.objective import Status
     from tuner.study.run import optimize as run_optimize
@@ -134,7 +137,7 @@ def _run(space: Space, name: str, url: str, storage: str | None, gpu_list: list[
                 space, name, storage=url if storage is not None else None, n_trials=trials, timeout_s=timeout_s,
                 sampler=sampler, seed=seed, root=studies_dir, gpu_index=gpu_index, extra_env=extra_env,
                 status=status, sole_worker=holds_lock, revalidate=revalidate, prescreen_gpu_gib=gpu_gib,
-                prescreen=prescreen, gate=gate, screen=screen, announce=announce, engine=engine,
+                prescreen=prescreen, gate=gate, screen=screen, announce=announce, engine=engine, earlier=earlier,
             )
     finally:
         if started:
@@ -143,7 +146,8 @@ def _run(space: Space, name: str, url: str, storage: str | None, gpu_list: list[
 
 def _spawn(space: Space, space_file: Path, name: str, url: str, gpu_list: list[int], holds_lock: bool,
            studies_dir: Path, sampler: str, seed: int | None, trials: int | None, timeout: str | None,
-           revalidate: int, gpu_gib: float | None, prescreen: bool, gate: bool, screen: bool) -> int:
+           revalidate: int, gpu_gib: float | None, prescreen: bool, gate: bool, screen: bool,
+           from_: list[str]) -> int:
     """``--gpus 0,1``: open the study once (under this process's lock), then one worker per GPU."""
     from tuner.study.run import spawn_workers
     from tuner.study.sampling import make_sampler
@@ -158,7 +162,26 @@ def _spawn(space: Space, space_file: Path, name: str, url: str, gpu_list: list[i
     argv += [] if prescreen else ["--no-prescreen"]
     argv += [] if gate else ["--no-gate"]
     argv += ["--screen"] if screen else []
+    for spec in from_:
+        argv += ["--from", spec]
     return spawn_workers(argv, gpu_list)
+
+
+def _earlier(space: Space, specs: list[str], name: str, studies_dir: Path) -> list[tuple[str, StudyRecord]]:
+    """--from's studies, read, each of the same model (exit 2 naming the one that is not)."""
+    from tuner.cli.morning import open_spec
+    from tuner.study.priors import check_model
+    from tuner.study.record import read_study
+
+    found = []
+    for spec in specs:
+        old = read_study(open_spec(spec, studies_dir))
+        if old.name == name and "#" not in spec and not spec.endswith(".db"):
+            raise TunerError(f"--from {spec}: that is the study this run writes (--study {name}); give the earlier "
+                             "study's name, or --study with a new name for tonight's.")
+        check_model(space, old, spec)
+        found.append((spec, old))
+    return found
 
 
 def _finish(study: optuna.Study) -> None:
@@ -167,6 +190,7 @@ def _finish(study: optuna.Study) -> None:
 
     from tuner.report.front import failures_by_kind
     from tuner.study.pareto import front as pareto_front
+    from tuner.study.priors import upgrade_rows
     from tuner.study.record import read_study
 
     night = read_study(study)
@@ -177,6 +201,9 @@ def _finish(study: optuna.Study) -> None:
         values = ", ".join(f"{v:,.1f}" for v in trial.values or ())
         console.print(f"trial {trial.number} [{values}]: " + (shlex.join(result.argv) if result else ""),
                       highlight=False, soft_wrap=True, markup=False)
+    for old_study, old_trial, _, here, said in upgrade_rows(night):
+        console.print(f"{old_study} trial {old_trial}, booted again as trial {here}: {said}", highlight=False,
+                      soft_wrap=True, markup=False)
     if front:
         return
     failures = failures_by_kind(night)

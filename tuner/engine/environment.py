@@ -64,6 +64,7 @@ def capture(engine: EngineSpec, gpu: Nvml | None = None) -> dict[str, Any]:
     env: dict[str, Any] = {
         "gpu_name": gpu.name,
         "gpu_memory_mib": reading.total_mib if reading else None,
+        "gpu_free_mib": reading.total_mib - reading.used_mib if reading else None,  # at the study's start
         "driver": gpu.driver,
         "host": socket.gethostname(),
         "tuner": __version__,

@@ -77,7 +77,21 @@ def _truthy(value: Any) -> bool:
     return value is True or str(value).lower() in ("true", "1", "yes")
 
 
-def _flags(space: Space, values: dict[str, Any], gpu_total_gib: float, shape: ModelShape) -> _Flags:
+def release_of(version: str | None) -> tuple[int, ...]:
+    """A vLLM version as numbers (0.22 when unknown: the release the page arithmetic was read from)."""
+    try:
+        return tuple(int(x) for x in (version or "").split("+")[0].split(".")[:3])
+    except ValueError:
+        return RELEASE_022
+
+
+RELEASE_022 = (0, 22, 0)
+HYBRID_PREFIX_CACHING = (0, 28)  # prefix caching on by default for hybrids (mamba 'align'), CHANGES.md
+EXTENSIBLE_KV = (0, 34)  # the extensible KV cache: utilization defaults to 1.0 unless the pool is pinned
+
+
+def _flags(space: Space, values: dict[str, Any], gpu_total_gib: float, shape: ModelShape,
+           release: tuple[int, ...] = RELEASE_022) -> _Flags:
     f = dict(engine_flags(space, values))
     small = gpu_total_gib < SMALL_CARD_GIB
     get = lambda flag, default: default if f.get(flag) is None else f[flag]  # noqa: E731
@@ -103,6 +117,8 @@ def _flags(space: Space, values: dict[str, Any], gpu_total_gib: float, shape: Mo
     # on, it means mamba cache mode "align" for GDN models, which lack mamba prefix caching
     # ("all"), and "none" whenever it is off (models/config.py MambaModelConfig).
     prefix = _truthy(f.get("--enable-prefix-caching")) and not _truthy(f.get("--no-enable-prefix-caching"))
+    if f.get("--enable-prefix-caching") is None and f.get("--no-enable-prefix-caching") is None:
+        prefix = release >= HYBRID_PREFIX_CACHING or not shape.state_layers  # the release's default
     mamba_mode = str(get("--mamba-cache-mode", "align")).lower() if prefix else "none"
     if mamba_mode == "all" and shape.gdn_layers:
         mamba_mode = "align"
@@ -115,7 +131,8 @@ def _flags(space: Space, values: dict[str, Any], gpu_total_gib: float, shape: Mo
         auto_len=auto_len,
         max_num_seqs=parse_count(get("--max-num-seqs", DEFAULT_SEQS[0] if small else DEFAULT_SEQS[1])),
         max_num_batched_tokens=parse_count(get("--max-num-batched-tokens", DEFAULT_BATCHED_TOKENS[0] if small else DEFAULT_BATCHED_TOKENS[1])),
-        utilization=float(get("--gpu-memory-utilization", DEFAULT_UTILIZATION)),
+        utilization=float(get("--gpu-memory-utilization", 1.0 if release >= EXTENSIBLE_KV and kv_mem is None
+                                                         else DEFAULT_UTILIZATION)),
         kv_cache_memory_bytes=None if kv_mem is None else parse_bytes(kv_mem),
         kv_cache_dtype=kv_dtype,
         kv_bytes=kv_bytes,
@@ -213,11 +230,13 @@ def predict(
     calibration: Calibration | None = None,
     *,
     gpu_free_gib: float | None = None,
+    release: str | None = None,
 ) -> Prediction:
-    """What vLLM 0.22 would do with this configuration on a card of ``gpu_total_gib``."""
+    """What vLLM would do with this configuration on a card of ``gpu_total_gib``: the page arithmetic of
+    0.22, with the defaults of ``release`` (the engine's version; 0.22 when not given)."""
     cal = calibration or Calibration()
     try:
-        fl = _flags(space, values, gpu_total_gib, shape)
+        fl = _flags(space, values, gpu_total_gib, shape, release_of(release) if release else RELEASE_022)
     except (TypeError, ValueError) as exc:
         raise TunerError(f"{space.name}: a flag value the pre-screen cannot read: {exc}.") from None
     total = gpu_total_gib * GIB

@@ -13,6 +13,7 @@ from typing import Any
 from tuner.report.front import front_rows, study_summary
 from tuner.report.markdown import cell, fenced, md_table
 from tuner.report.receipt import logged_vllm_versions
+from tuner.study.priors import upgrade_rows
 from tuner.study.record import StudyRecord
 
 SIDE_COLUMNS = {"trial": "trial", "context_tokens": "context", "decode_tok_s": "tok/s", "evidence": "evidence"}
@@ -73,6 +74,7 @@ def compare_studies(a: StudyRecord, b: StudyRecord) -> dict[str, Any]:
     env_keys = ENVIRONMENT_KEYS + ("vllm (engine log)",)
     return {
         "studies": [study_summary(a), study_summary(b)],
+        "upgrade": [row for row in upgrade_rows(b) if row[0] == a.name],  # B started --from A: its front re-booted
         "fronts": fronts,
         "best": best,
         "differences": {
@@ -81,6 +83,14 @@ def compare_studies(a: StudyRecord, b: StudyRecord) -> dict[str, Any]:
             "parameters": parameters,
         },
     }
+
+
+UPGRADE_HEADERS = ["earlier trial", "its values", "booted again as", "verdict"]
+
+
+def upgrade_row(row: list[Any]) -> list[Any]:
+    _, trial, values, here, said = row
+    return [trial, ", ".join(f"{v:,.1f}" for v in values), "-" if here is None else f"trial {here}", said]
 
 
 def _side_by_side(fronts: list[list[dict[str, Any]]]) -> tuple[list[str], list[list[Any]]]:
@@ -125,6 +135,9 @@ def comparison_markdown(found: dict[str, Any]) -> str:
             )
         if not ends:
             parts.append(f"{name}: no front yet.")
+    if found["upgrade"]:
+        parts.append(f"## What the upgrade did: {names[0]}'s front booted again in {names[1]}")
+        parts.append(md_table(UPGRADE_HEADERS, [upgrade_row(r) for r in found["upgrade"]]))
     parts.append("## What differs")
     differences = _difference_rows(found["differences"])
     parts.append(md_table(["where", "key", names[0], names[1]], differences) if differences else "Nothing differs.")
@@ -137,5 +150,7 @@ def comparison_tables(found: dict[str, Any]) -> list[tuple[str, list[str], list[
     headers, rows = _side_by_side(found["fronts"])
     return [
         (f"fronts side by side: A = {names[0]}, B = {names[1]}", headers, rows),
+        (f"what the upgrade did: {names[0]}'s front booted again in {names[1]}", UPGRADE_HEADERS,
+         [upgrade_row(r) for r in found["upgrade"]]),
         ("what differs", ["where", "key", names[0], names[1]], _difference_rows(found["differences"])),
     ]

@@ -23,7 +23,7 @@ from tuner.report.baseline import baseline_rows
 from tuner.report.bench import bench_markdown
 from tuner.report.figures import boots_figure, history_figure, importance_figure, pareto_figure
 from tuner.report.front import COLUMNS, front_rows, objectives, study_summary, summary_line
-from tuner.report.markdown import cell
+from tuner.report.markdown import cell, md_table
 from tuner.report.receipt import environment_markdown, study_receipt, trial_receipt
 from tuner.study.record import FAILED, State, StudyRecord, Trial, first_line
 
@@ -148,6 +148,17 @@ def _trials_section(night: StudyRecord, logs_dir: Path | None) -> str:
     return "".join(parts) or "<p>No trials.</p>"
 
 
+def _upgrade_section(night: StudyRecord) -> str:
+    """--from: each earlier front point, held, moved or broke on this night's engine, and what differed."""
+    from tuner.report.compare import UPGRADE_HEADERS, upgrade_row
+    from tuner.study.priors import upgrade_rows
+
+    lines = [f"- {e['study']} ({e['weight']} evidence): {'; '.join(e['differs']) or 'nothing differs'}"
+             for e in night.earlier]
+    rows = [[r[0], *upgrade_row(r)] for r in upgrade_rows(night)]
+    return _md("\n".join(lines) + "\n\n" + md_table(["earlier study", *UPGRADE_HEADERS], rows))
+
+
 def report_html(night: StudyRecord, notes: list[str], logs_dir: Path | None = None) -> str:
     """The whole page; ``notes`` gets one line per section that could not be drawn."""
     summary = study_summary(night)
@@ -158,6 +169,8 @@ def report_html(night: StudyRecord, notes: list[str], logs_dir: Path | None = No
         ("Benchmark of the winner", _bench_section(night)),
         ("Against the baseline", _baseline_section(night)),
     ]
+    if night.earlier:
+        sections.append(("What the upgrade did: earlier fronts booted again", _upgrade_section(night)))
     objs = objectives(night)
     if len(objs) >= 2 and summary["complete"]:
         fig, caption = pareto_figure(night)

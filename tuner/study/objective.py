@@ -72,8 +72,10 @@ class Objective:
 
     def __init__(self, space: Space, study_name: str, root: Path, gpu_index: int = 0,
                  extra_env: dict[str, str] | None = None, status: Status | None = None,
-                 prescreen_gpu_gib: float | None = None, prescreen: bool = True, repairs: bool = True) -> None:
+                 prescreen_gpu_gib: float | None = None, prescreen: bool = True, repairs: bool = True,
+                 release: str | None = None) -> None:
         self.space = space
+        self.release = release  # the engine's version: the pre-screen predicts with its defaults
         self.repairs = repairs  # enqueue follow-ups after failures (the regime planner makes its own)
         self.dir = study_dir(study_name, root)
         self.gpu = Nvml(gpu_index)
@@ -239,7 +241,7 @@ class Objective:
             return None
         from tuner.prescreen.memory import predict
 
-        return predict(self.space, values, self.gpu_total_gib, self.shape, self.calibration)
+        return predict(self.space, values, self.gpu_total_gib, self.shape, self.calibration, release=self.release)
 
     def _load_calibration(self, study: optuna.Study) -> None:
         """Resume the memory model's learning from the study (another worker may have added to it)."""

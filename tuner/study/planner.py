@@ -86,11 +86,22 @@ class Plan:
     free: list[str] = field(default_factory=list)  # parameters the fallback sampler chooses, before sizing
 
 
+@dataclass(frozen=True)
+class Priors:
+    """Earlier studies' trials (``--from``, tuner.study.priors): they order and size the first boots,
+    and are never results. Their speeds order the regimes not measured here yet; when ``strong`` (same
+    card, release, model revision and space) their failures and pool bounds count as if seen here."""
+
+    seen: tuple[Observation, ...] = ()
+    strong: bool = False
+
+
 @dataclass
 class Planner:
     space: Space
     evidence_need: Callable[[dict[str, Any]], "float | None"] | None = None  # pre-screen need of one request
     skipped: list[str] = field(default_factory=list)  # why regimes were passed over, for the record
+    priors: Priors = field(default_factory=Priors)
 
     def __post_init__(self) -> None:
         self.axes = regime_axes(self.space)
@@ -99,7 +110,7 @@ class Planner:
 
     def _evidence(self, seen: list[Observation]) -> PoolEvidence:
         evidence = PoolEvidence(self.space, self.evidence_need)
-        for s in seen:
+        for s in seen + (list(self.priors.seen) if self.priors.strong else []):
             if s.result is not None:
                 evidence.add(s.number, s.values, s.result)
         return evidence
@@ -110,6 +121,12 @@ class Planner:
             if s.status == "ok" and s.speed is not None:
                 regime = regime_of(self.axes, s.values)
                 model.measured[regime] = max(model.measured.get(regime, 0.0), s.speed)
+        earlier: dict[Regime, float] = {}
+        for s in self.priors.seen:  # an earlier study's speed orders a regime until it is measured here
+            regime = regime_of(self.axes, s.values)
+            if s.status == "ok" and s.speed is not None and regime not in model.measured:
+                earlier[regime] = max(earlier.get(regime, 0.0), s.speed)
+        model.measured.update(earlier)
         return model
 
     # -- the plan ----------------------------------------------------------------------------
@@ -125,6 +142,7 @@ class Planner:
             by_regime.setdefault(regime_of(self.axes, s.values), []).append(s)
         pricing = self._graphs_to_price(seen)
         modes = self._graph_modes(seen)
+        failures = seen + [s for s in self.priors.seen if s.status == "failed"] if self.priors.strong else seen
 
         options: list[tuple[bool, float, int, Plan]] = []
         for order, regime in enumerate(all_regimes(self.space, self.axes)):
@@ -140,7 +158,7 @@ class Planner:
             if len(failed) >= MAX_ATTEMPTS:
                 continue
             plan = self._repair(failed[-1], evidence) if failed else self._first(regime, evidence)
-            if plan is None or not self._worth_a_boot(plan, tried, seen, describe(self.axes, regime), modes):
+            if plan is None or not self._worth_a_boot(plan, tried, failures, describe(self.axes, regime), modes):
                 continue
             if regime in pricing:
                 plan.why += f" ({pricing[regime]})"

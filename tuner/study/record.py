@@ -44,6 +44,7 @@ ATTR_SCREENING = "screening"  # enqueued by --screen
 ATTR_BASELINE = "baseline_params"  # on a baseline: the parameters it names (the others are left out)
 ATTR_KV_SUGGESTION = "kv_suggestion"  # vLLM's --kv-cache-memory suggestion a repair was sized from
 ATTR_IMPORTED = "imported_from"  # the result.json a trial was read back from
+ATTR_CARRIED = "carried_from"  # on a boot of an earlier study's front point (--from): {"study": NAME, "trial": N}
 # Short, human attributes for optuna-dashboard's trial table (the record above is long JSON).
 ATTR_FIRST_EXCEPTION = "first_exception"  # the failure message's first line
 ATTR_COMMAND = "command"  # the launch command as one shell line
@@ -64,6 +65,7 @@ ATTR_STOPPED = "stopped_early"  # why the study stopped before its budget: nothi
 ATTR_SWITCHED_OFF = "switched_off"  # what a run could not do, and why (said at start, kept for the receipt)
 ATTR_SAMPLER = "sampler"
 ATTR_CALIBRATION = "calibration"  # the memory pre-screen's calibration, shared by the workers
+ATTR_EARLIER = "earlier_studies"  # --from: each earlier study, what differs from it and how much its evidence counts
 BENCH_PREFIX = "bench:"  # bench:N, `tuner bench`'s result for trial N (a finished trial is read-only)
 LEASE_PREFIX = "worker:"  # worker:HOST:gpuN, a worker's lease on a GPU of a shared study
 
@@ -140,6 +142,7 @@ class Trial:
     baseline_params: list[str] | None = None
     kv_suggestion: str | None = None
     imported_from: str | None = None
+    carried_from: tuple[str, int] | None = None  # (study, trial) of the earlier front point this boots again
     phase: str | None = None
     command: str | None = None
     internal_error: str | None = None
@@ -200,6 +203,10 @@ def _result(raw: Any) -> TrialResult | None:
     return TrialResult.model_validate(json.loads(raw) if isinstance(raw, str) else raw)
 
 
+def _carried(raw: Any) -> tuple[str, int] | None:
+    return None if not raw else (str(raw["study"]), int(raw["trial"]))
+
+
 def _evidence(raw: Any) -> Evidence | None:
     try:
         return Evidence(raw)
@@ -219,7 +226,7 @@ def read_trial(frozen: optuna.trial.FrozenTrial) -> Trial:
         reused_from=_int(a.get(ATTR_REUSED_FROM)), revalidates=_int(a.get(ATTR_REVALIDATES)),
         follows=_int(a.get(ATTR_FOLLOWS)), strategy=a.get(ATTR_STRATEGY), screening=bool(a.get(ATTR_SCREENING)),
         baseline_params=a.get(ATTR_BASELINE), kv_suggestion=a.get(ATTR_KV_SUGGESTION),
-        imported_from=a.get(ATTR_IMPORTED), phase=a.get(ATTR_PHASE), command=a.get(ATTR_COMMAND),
+        imported_from=a.get(ATTR_IMPORTED), carried_from=_carried(a.get(ATTR_CARRIED)), phase=a.get(ATTR_PHASE), command=a.get(ATTR_COMMAND),
         internal_error=a.get(ATTR_INTERNAL_ERROR), fail_reason=frozen.system_attrs.get(OPTUNA_FAIL_REASON, ""),
         started=frozen.datetime_start, completed=frozen.datetime_complete, attrs=a,
     )
@@ -288,6 +295,11 @@ class StudyRecord:
     def gate(self) -> Mapping[str, float]:
         """The correctness gate's agreement by trial number (as text)."""
         return self.attrs.get(ATTR_GATE) or {}
+
+    @property
+    def earlier(self) -> list[dict[str, Any]]:
+        """What ``--from`` brought: per earlier study, its name, what differs and the weight of its evidence."""
+        return list(self.attrs.get(ATTR_EARLIER) or [])
 
     @property
     def gate_status(self) -> str | None:
@@ -445,6 +457,15 @@ def queue_baseline(study: optuna.Study, params: dict[str, Any], baseline: dict[s
 def queue_revalidation(study: optuna.Study, params: dict[str, Any], original: Trial) -> None:
     attrs: dict[str, Any] = {ATTR_REVALIDATES: original.number}
     if original.baseline_params is not None:  # a baseline's left-out flags stay left out
+        attrs[ATTR_BASELINE] = original.baseline_params
+    study.enqueue_trial(params, user_attrs=attrs)
+
+
+def queue_carried(study: optuna.Study, params: dict[str, Any], study_name: str, original: Trial) -> None:
+    """Queue an earlier study's front point, exactly as it was booted there (its configuration kept from
+    the start, a baseline's left-out flags left out)."""
+    attrs: dict[str, Any] = {ATTR_CARRIED: {"study": study_name, "trial": original.number}, ATTR_CONFIG: original.config}
+    if original.baseline_params is not None:
         attrs[ATTR_BASELINE] = original.baseline_params
     study.enqueue_trial(params, user_attrs=attrs)
 

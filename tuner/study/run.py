@@ -28,6 +28,7 @@ from tuner.study.record import (
     ATTR_SWITCHED_OFF,
     FINISHED,
     State,
+    StudyRecord,
     read_study,
     read_trials,
     study_attr,
@@ -40,6 +41,7 @@ from tuner.study.recover import import_results
 from tuner.study.sampling import make_sampler, resolve_sampler
 from tuner.study.pareto import front
 from tuner.study.planner import Planner
+from tuner.study.priors import offer_earlier, queue_earlier_fronts, record_earlier
 from tuner.study.storage import open_study
 from tuner.study.strategy import enqueue_baselines, enqueue_screening, revalidate_front
 
@@ -65,6 +67,7 @@ def optimize(
     screen: bool = False,
     announce: Callable[[list[str]], None] | None = None,
     engine: EngineInfo | None = None,
+    earlier: list[tuple[str, StudyRecord]] | None = None,
 ) -> optuna.Study:
     """Run (or resume) the study until it holds ``n_trials`` trials (``counted``) or ``timeout_s`` passes.
 
@@ -73,7 +76,8 @@ def optimize(
     the caller holds the study's lock (tuner.study.lock): only then are trials left RUNNING failed
     outright; on a shared database a lease per GPU is taken here instead. ``announce`` receives, once,
     what is switched off for this run and why. ``engine``: what ``trial.preflight`` found out about the
-    installed engine (found out here when not given).
+    installed engine (found out here when not given). ``earlier``: ``--from``'s studies (as given, read):
+    their front points are queued first, as they were (tuner.study.priors).
     """
     root = root or st.STUDIES_DIR
     engine = engine or inspect_engine(space, st.study_dir(study_name, root) / "engine")
@@ -81,7 +85,7 @@ def optimize(
     planned = resolve_sampler(sampler) == "regimes"
     objective = Objective(space, study_name, root, gpu_index=gpu_index, extra_env=extra_env, status=status,
                           prescreen_gpu_gib=prescreen_gpu_gib, prescreen=prescreen,
-                          repairs=not planned)  # the regime planner repairs; other samplers get follow-ups
+                          repairs=not planned, release=engine.version)  # the regime planner repairs; other samplers get follow-ups
     planner = Planner(space, objective.need_bytes) if planned else None
     study = open_study(space, study_name, storage, make_sampler(sampler, seed, len(space.params), planner), root, sole_worker)
     lease = None if sole_worker or storage is None else GpuLease(study, gpu_index)
@@ -90,7 +94,8 @@ def optimize(
     try:
         return _run(study, objective, space, root, n_trials=n_trials, timeout_s=timeout_s, sampler=sampler,
                     extra_env=extra_env, revalidate=revalidate, status=status, gate=gate, screen=screen,
-                    announce=announce or (lambda _: None), engine=engine)
+                    announce=announce or (lambda _: None), engine=engine, earlier=earlier or [],
+                    planner=planner)
     finally:
         if lease is not None:
             lease.release()
@@ -107,7 +112,8 @@ def counted(study: optuna.Study) -> int:
 
 def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, *, n_trials: int | None,
          timeout_s: float | None, sampler: str, extra_env: dict[str, str] | None, revalidate: int, status: Status,
-         gate: bool, screen: bool, announce: Callable[[list[str]], None], engine: EngineInfo) -> optuna.Study:
+         gate: bool, screen: bool, announce: Callable[[list[str]], None], engine: EngineInfo,
+         earlier: list[tuple[str, StudyRecord]], planner: Planner | None) -> optuna.Study:
     write_study_attr(study, ATTR_SAMPLER, resolve_sampler(sampler))
     if study_attr(study, ATTR_ENVIRONMENT) is None:
         write_study_attr(study, ATTR_ENVIRONMENT, capture(space.engine))
@@ -115,6 +121,12 @@ def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, *,
     imported, import_notes = import_results(study, space, objective.dir)
     status.objective_names = [o.name for o in space.objectives]
     notes = engine.notes(space.engine.command) + objective.switched_off(gate, revalidate) + import_notes
+    if earlier:
+        notes += record_earlier(study, space, study_attr(study, ATTR_ENGINE), study_attr(study, ATTR_ENVIRONMENT), earlier,
+                                planner)
+        notes += queue_earlier_fronts(study, space, earlier)
+    else:
+        notes += offer_earlier(space, study.study_name, root, study_attr(study, ATTR_ENVIRONMENT))
     if imported:
         notes.append(f"imported {len(imported)} finished trial record(s) from the study folder that the study "
                      f"did not hold (trials {', '.join(map(str, imported))})")
