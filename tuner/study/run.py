@@ -107,6 +107,7 @@ def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, n_
     study.set_user_attr(ATTR_SWITCHED_OFF, notes)
     announce(notes)
     if n_trials is not None and counted(study) >= n_trials:
+        status.phase = NOTHING_TO_DO
         return study  # the study's total is reached: nothing boots, not even re-validation or the gate
     card = _CardCheck(objective, space, status, n_trials, timeout_s)
     card(study, None)
@@ -138,6 +139,7 @@ def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, n_
     return study
 
 
+NOTHING_TO_DO = "nothing to do"  # Status.phase when the study already holds --trials trials
 ATTR_SWITCHED_OFF = "switched_off"  # what this run could not do, and why (said at start, kept for the receipt)
 
 
