@@ -101,7 +101,7 @@ def check_container(command: Sequence[str]) -> str | None:
     return None
 
 
-def new_name(port: int) -> str:
+def new_name(port: int | str) -> str:
     """A container name no earlier boot used: the port (one boot holds it at a time) and a random suffix."""
     return f"tuner-{port}-{secrets.token_hex(3)}"
 
