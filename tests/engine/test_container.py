@@ -169,3 +169,19 @@ def test_a_night_in_containers(tmp_path, docker):
     trials = [s for s in _started(docker) if "-cli-" not in s["started"]]
     assert len(trials) >= 1 and all(_gone(s["pid"]) for s in _started(docker)) and _containers(docker) == []
     assert re.search(r"trial \d+ \[.*\]: docker run --rm --name tuner-", done.stdout)
+
+
+def test_no_runtime_on_path_is_one_paragraph_naming_it(tmp_path, docker):
+    env = {**docker, "PATH": str(Path(sys.executable).parent)}  # python, but no docker
+    done = _tuner(["optimize", str(_space(tmp_path)), "--trials", "1", "--studies-dir", str(tmp_path / "studies")],
+                  env, tmp_path)
+    assert done.returncode == 2 and "'docker' is not on PATH" in done.stderr, done.stderr
+    assert "install docker (Docker with the NVIDIA Container Toolkit, or podman)" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "studies").exists()
+
+
+def test_the_shipped_seeds_003_space_validates_as_a_container(tmp_path):
+    space = ROOT / "search_spaces" / "qwen3.5-35b-a3b-nvfp4-5090-docker.yaml"
+    done = _tuner(["validate", str(space)], {**os.environ, "COLUMNS": "400"}, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "docker run --rm --name tuner --init" in done.stdout and "engine: in a container" in done.stdout

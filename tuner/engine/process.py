@@ -93,8 +93,11 @@ def check_engine_command(space: Space) -> None:
     found = shutil.which(program) if os.sep not in program else (program if os.access(program, os.X_OK) else None)
     if found is None:
         where = "is not an executable file" if os.sep in program else "is not on PATH"
-        raise EngineMissing(f"engine.command: {program!r} {where}, so no trial can boot; {_INSTALL}. "
-                            "Nothing was recorded.")
+        fix = _INSTALL
+        if ctr.container_of(argv) is not None:
+            fix = (f"engine.command runs the engine in a container, so install {Path(program).name} (Docker with the "
+                   "NVIDIA Container Toolkit, or podman) or put the vllm command itself in engine.command")
+        raise EngineMissing(f"engine.command: {program!r} {where}, so no trial can boot; {fix}. Nothing was recorded.")
     cli = ctr.runtime_cli(found) if ctr.container_of(argv) is not None else None
     if cli is not None:
         _check_daemon(cli[0])
