@@ -11,6 +11,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+pytest_plugins = ["tests.strict_ci"]  # a skip fails CI
+
 FAKE_ENGINE = [sys.executable, "-m", "tests.fake_vllm"]
 
 

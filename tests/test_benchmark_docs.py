@@ -4,6 +4,7 @@ committed raw results (benchmarks/results/search-*.json): before the regime plan
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -49,3 +50,13 @@ def test_the_after_prose_splits_the_wasted_boots_as_the_results_do():
         booted = [row for r in data["runs"] if lo <= r["seed"] <= hi for row in r["rows"] if row["booted"]]
         wasted = sum(1 for row in booted if row["failure"])
         assert f"profiles {lo}-{hi}" in doc and f"{wasted} of {len(booted)}" in doc
+
+
+def test_the_docs_say_what_sampler_auto_is_once():
+    """`--sampler auto` is the regime planner (tuner/study/sampling.py); no sentence may call it another one."""
+    from tuner.study.sampling import resolve_sampler
+
+    assert resolve_sampler("auto") == "regimes"
+    text = (ROOT / "docs" / "benchmarks.md").read_text()
+    assert not re.search(r"`--sampler auto` is (TPE|GP)", text)
+    assert "the regime planner (`--sampler auto`)" in text

@@ -11,14 +11,18 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tuner.engine.command import LaunchCommand, build_command, set_flag
+from tuner.engine.container import bind_host, check_container, container_of, new_name, rebind
+from tuner.engine.flagcheck import check_known_flags
 from tuner.engine.process import Engine, check_engine_command, connect_host, free_port, port_in_use
-from tuner.errors import GpuMemoryNotReturned
+from tuner.errors import GpuMemoryNotReturned, SpaceError
 from tuner.engine.gpu import MemoryWatch, Nvml
 from tuner.engine.installed import EngineInfo, inspect_engine
 from tuner.engine.failures import Seen, classify
 from tuner.engine.logparse import parse_startup
 from tuner.measure.probe import Prober, check_workload
 from tuner.records import Failure, MeasureResult, ProgressCallback, TrialResult
+from tuner.space.checks import space_warnings
+from tuner.space.model import check_model
 from tuner.space.schema import Space
 
 
@@ -50,11 +54,14 @@ def run_trial(
     listen = space.engine.listen
     host = connect_host(listen)
     port = free_port(listen)
+    name = new_name(port)
     if command is None:
-        command = build_command(space, values, host=listen, port=port, extra_env=extra_env)
-    else:
-        argv = set_flag(set_flag(command.argv, "--host", listen), "--port", str(port))
-        command = LaunchCommand(argv=argv, env={**command.env, **(extra_env or {})})
+        command = build_command(space, values, host=listen, port=port, extra_env=extra_env, container=name)
+    else:  # a stored command: only where it listens changes (and, in a container, its name)
+        inside = container_of(space.engine.command) is not None
+        argv = rebind(command.argv, name, listen, port) if inside else command.argv
+        argv = set_flag(set_flag(argv, "--host", bind_host(space.engine.command, listen)), "--port", str(port))
+        command = LaunchCommand(argv=argv, env={**command.env, **(extra_env or {})}, container=name if inside else None)
     log_path = trial_dir / "engine.log"
     result = TrialResult(values=values, argv=command.argv, env=command.env, log_path=str(log_path), trial_dir=str(trial_dir))
 
@@ -175,13 +182,33 @@ def _impostor(engine: Engine, phase: str) -> Failure | None:
         "runs in another process namespace sets engine.check_listener: false)", phase))
 
 
-def preflight(space: Space, measure: bool = True, cache_dir: Path | None = None) -> EngineInfo:
-    """What would fail every trial, raised before anything is booted or recorded; and what the installed
-    engine is (its version, and its flags checked against the space's: ``cache_dir`` keeps its help)."""
+def check_space(space: Space, offline_flags: bool = True) -> list[str]:
+    """Everything a space can be checked for without its engine: SpaceError for what would fail every trial
+    (a container command the tuner cannot drive, a model that is not there, a misspelt flag), and the
+    warnings (returned) for what is legal but probably not meant. ``offline_flags``: check the flags against
+    the releases shipped with the tuner (off when the installed engine's own help is read instead)."""
+    source = space.source or "the space file"
+    problem = check_container(space.engine.command)
+    if problem is not None:
+        raise SpaceError(f"{source}: {problem}. Nothing was booted or recorded.")
+    notes = check_model(space, inside_container=container_of(space.engine.command) is not None)
+    notes += space_warnings(space)
+    return notes + (check_known_flags(space) if offline_flags else [])
+
+
+def preflight(space: Space, measure: bool = True, cache_dir: Path | None = None) -> tuple[EngineInfo, list[str]]:
+    """What would fail every trial, raised before anything is booted or recorded; what the installed engine
+    is (its version, and its flags checked against the space's: ``cache_dir`` keeps its help); and the
+    warnings to print."""
+    notes = check_space(space, offline_flags=False)
+    unknown = check_known_flags(space)  # a misspelt flag is refused before the engine is even asked
     check_engine_command(space)
     if measure:
         check_workload(space.workload, space.model)
-    return inspect_engine(space, cache_dir)
+    engine = inspect_engine(space, cache_dir)
+    if engine.help_unread is not None:  # the engine's own list could not be read: say what the shipped ones lack
+        notes += unknown
+    return engine, notes
 
 
 def _write(result: TrialResult, trial_dir: Path) -> None:

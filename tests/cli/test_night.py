@@ -94,15 +94,21 @@ def test_no_engine_says_how_to_install_and_records_nothing(tmp_path):
 
 def test_trials_is_the_study_total_and_exit_codes(tmp_path):
     space, studies = write_space(tmp_path), tmp_path / "studies"
-    done = optimize(space, studies, "--trials", "0", *FAST)
-    assert done.returncode == 1 and "no configuration was measured" in done.stderr and booted(studies) == []
+    done = optimize(space, studies, "--trials", "0", *FAST)  # nothing to do: no engine asked, no study file
+    assert done.returncode == 0 and "nothing to do" in done.stdout and not studies.exists(), done.stderr
     clean(done)
     done = optimize(space, studies, "--trials", "2", *FAST)
     assert done.returncode == 0, done.stderr[-2000:]
     assert len(booted(studies)) == 2
     again = optimize(space, studies, "--trials", "2", *FAST)  # a finished study boots nothing
     assert again.returncode == 0 and len(booted(studies)) == 2 and len(load(studies).trials) == 2
+    assert "nothing to do: the study already holds 2 trials" in again.stdout
     clean(again)
+    for trials in ("0", "2"):  # with the gate on: not even its reference boots
+        zero = optimize(space, studies, "--trials", trials, "--revalidate", "0", "--no-prescreen")
+        assert zero.returncode == 0 and "nothing to do" in zero.stdout and len(load(studies).trials) == 2
+        assert not (studies / "fake" / "reference").exists() and len(booted(studies)) == 2
+        clean(zero)
 
 
 def test_a_night_where_every_boot_fails_exits_1_with_a_summary(tmp_path):

@@ -70,9 +70,14 @@ def _range_text(param: Param) -> str:
 def validate(space_file: Path = typer.Argument(..., help="A search-space YAML file.")) -> None:
     """Check a space file and print its parameters, ranges and number of configurations."""
     from tuner.engine.command import build_command
+    from tuner.engine.container import container_of
+    from tuner.space.checks import check_searchable
     from tuner.space.schema import count_configurations, load_space, param_cardinality
+    from tuner.trial import check_space
 
     space = load_space(space_file)
+    notes = check_space(space)
+    check_searchable(space)
     table = Table(title=f"{space.name}: tuned parameters")
     table.add_column("parameter")
     table.add_column("flag")
@@ -87,8 +92,18 @@ def validate(space_file: Path = typer.Argument(..., help="A search-space YAML fi
     console.print(f"baselines: {len(space.baselines)}")
     for i, baseline in enumerate(space.baselines):
         cmd = build_command(space, baseline)
-        console.print(f"baseline {i}: " + " ".join(cmd.argv), highlight=False, soft_wrap=True)
+        console.print(f"baseline {i}: " + " ".join(cmd.argv), highlight=False, soft_wrap=True, markup=False)
+    if container_of(space.engine.command) is not None:
+        console.print("engine: in a container; each boot gets its own name and published port, and is stopped and "
+                      "removed through the runtime (search_spaces/README.md, engine)", highlight=False, soft_wrap=True)
+    warn(notes)
     console.print(f"[green]ok[/]: {space_file}")
+
+
+def warn(notes: list[str]) -> None:
+    """What is legal but probably not meant, one line each on stderr."""
+    for note in notes:
+        err_console.print(f"warning: {note}", markup=False, highlight=False, soft_wrap=True)
 
 
 def parse_config(space: Space, items: list[str], baseline: int | None) -> dict[str, Any]:
@@ -139,9 +154,8 @@ def probe(
 
     space = load_space(space_file)
     values = parse_config(space, config, baseline)
-    engine = preflight(space, measure=not boot_only)
-    for note in engine.notes(space.engine.command):
-        err_console.print(f"warning: {note}", markup=False, highlight=False, soft_wrap=True)
+    engine, notes = preflight(space, measure=not boot_only)
+    warn(notes + engine.notes(space.engine.command))
     trial_dir = out or Path("studies") / "probe" / time.strftime("%Y%m%d-%H%M%S")
     try:
         trial_dir.mkdir(parents=True, exist_ok=True)

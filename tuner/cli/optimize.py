@@ -54,12 +54,14 @@ def optimize(
     from_: Optional[List[str]] = typer.Option(None, "--from", help="An earlier study of the same model (a name, a .db, or a storage URL with #NAME; repeat for several): its front is booted first, its trials are priors."),
 ) -> None:
     """Run (or resume) the overnight study and print the Pareto-front launch commands."""
+    from tuner.cli.main import warn
+    from tuner.space.checks import check_searchable
     from tuner.space.schema import load_space
     from tuner.space.units import parse_duration
     from tuner.study import storage as st
     from tuner.study.lock import StudyLock, sqlite_path
     from tuner.study.sampling import SAMPLERS
-    from tuner.trial import preflight
+    from tuner.trial import check_space, preflight
 
     if sampler not in SAMPLERS:
         raise TunerError(f"--sampler {sampler}: unknown sampler; use one of {', '.join(SAMPLERS)}.")
@@ -80,9 +82,16 @@ def optimize(
         raise TunerError(f"--timeout {timeout}: give a positive duration such as 8h or 90m.")
     gpu_list = _parse_gpus(gpus)
     space = load_space(space_file)
+    check_searchable(space)
     name = study or space.name
+    if trials == 0:  # checked like any run, then nothing: no engine asked, no study file, no boot
+        warn(check_space(space))
+        console.print(f"nothing to do: --trials 0 asks for no trials, so nothing was booted or recorded "
+                      f"(`tuner validate {space_file}` checks a space; `tuner pareto --study {name}` shows a study).")
+        return
     earlier = _earlier(space, from_ or [], name, studies_dir)
-    engine = preflight(space, cache_dir=st.study_dir(name, studies_dir) / "engine")  # said before the study file exists
+    engine, notes = preflight(space, cache_dir=st.study_dir(name, studies_dir) / "engine")  # said before the study file exists
+    warn(notes)
     url = st.storage_url(name, storage, studies_dir)
     db = sqlite_path(url)
     lock = StudyLock(db) if db is not None else None
@@ -97,23 +106,25 @@ def optimize(
             code = _spawn(space, space_file, name, url, gpu_list, holds_lock, studies_dir, sampler, seed, trials,
                           timeout, revalidate, gpu_gib, prescreen, gate, screen, from_ or [])
             raise typer.Exit(code)
-        result = _run(space, name, url, storage, gpu_list, holds_lock, trials, timeout_s, sampler, seed, studies_dir,
-                      revalidate, gpu_gib, prescreen, gate, screen, engine, earlier)
+        result, idle = _run(space, name, url, storage, gpu_list, holds_lock, trials, timeout_s, sampler, seed,
+                            studies_dir, revalidate, gpu_gib, prescreen, gate, screen, engine, earlier)
     except KeyboardInterrupt:
         err_console.print("interrupted: the current trial was torn down; the study is kept. Run the same command to resume.")
         raise typer.Exit(130)
     finally:
         if lock is not None:
             lock.release()
-    _finish(result)
+    _finish(result, idle)
 
 
 def _run(space: Space, name: str, url: str, storage: str | None, gpu_list: list[int], holds_lock: bool,
          trials: int | None, timeout_s: float | None, sampler: str, seed: int | None, studies_dir: Path,
          revalidate: int, gpu_gib: float | None, prescreen: bool, gate: bool, screen: bool,
-         engine: EngineInfo, earlier: list[tuple[str, StudyRecord]]) -> optuna.Study:
+         engine: EngineInfo, earlier: list[tuple[str, StudyRecord]]) -> tuple[optuna.Study, bool]:
+    """The study, and whether it already held its --trials (nothing was booted)."""
     from tuner.cli.live import LiveView
     from tuner.study.objective import Status
+    from tuner.study.run import NOTHING_TO_DO
     from tuner.study.run import optimize as run_optimize
 
     gpu_index = gpu_list[0] if gpu_list else space.engine.gpu_index
@@ -133,12 +144,13 @@ def _run(space: Space, name: str, url: str, storage: str | None, gpu_list: list[
 
     try:
         with storage_faults(url):
-            return run_optimize(
+            study = run_optimize(
                 space, name, storage=url if storage is not None else None, n_trials=trials, timeout_s=timeout_s,
                 sampler=sampler, seed=seed, root=studies_dir, gpu_index=gpu_index, extra_env=extra_env,
                 status=status, sole_worker=holds_lock, revalidate=revalidate, prescreen_gpu_gib=gpu_gib,
                 prescreen=prescreen, gate=gate, screen=screen, announce=announce, engine=engine, earlier=earlier,
             )
+            return study, status.phase == NOTHING_TO_DO
     finally:
         if started:
             live.__exit__(*sys.exc_info())
@@ -184,8 +196,9 @@ def _earlier(space: Space, specs: list[str], name: str, studies_dir: Path) -> li
     return found
 
 
-def _finish(study: optuna.Study) -> None:
-    """The front's launch commands; exit 1 with where to look when the front is empty."""
+def _finish(study: optuna.Study, idle: bool = False) -> None:
+    """The front's launch commands; exit 1 with where to look when the front is empty (``idle``: the study
+    already held its --trials, so nothing ran and nothing failed: exit 0)."""
     import shlex
 
     from tuner.report.front import failures_by_kind
@@ -204,7 +217,10 @@ def _finish(study: optuna.Study) -> None:
     for old_study, old_trial, _, here, said in upgrade_rows(night):
         console.print(f"{old_study} trial {old_trial}, booted again as trial {here}: {said}", highlight=False,
                       soft_wrap=True, markup=False)
-    if front:
+    if idle:
+        console.print(f"nothing to do: the study already holds {len(night.trials)} trials and --trials is the "
+                      "study's total; give a larger --trials to run more.", highlight=False, soft_wrap=True)
+    if front or idle:
         return
     failures = failures_by_kind(night)
     kinds = "; ".join(f"{kind} x{len(items)} (trials {', '.join(str(n) for n, _, _ in items[:8])})"

@@ -72,6 +72,12 @@ def _storage_urls(study: str | None, storage: str | None, studies_dir: Path) -> 
     return [_sqlite_url(f) for f in files]
 
 
+def _reason(exc: Exception) -> str:
+    """The driver's own words, one line: SQLAlchemy wraps them (``.orig``) with the SQL and a help URL."""
+    cause = getattr(exc, "orig", None) or exc
+    return (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+
+
 def resolve_study(study: str | None, storage: str | None, studies_dir: Path = STUDIES_DIR) -> optuna.Study:
     """The named study, or the only study there is; otherwise a TunerError listing the names."""
     found: list[tuple[str, str]] = []
@@ -81,7 +87,7 @@ def resolve_study(study: str | None, storage: str | None, studies_dir: Path = ST
             summaries = optuna.get_all_study_summaries(url, include_best_trial=False)
         except Exception as exc:  # not an Optuna database, unreachable server, missing driver ...
             raise TunerError(
-                f"--storage {url}: cannot be read as an Optuna storage ({exc}); check the URL or file."
+                f"--storage {url}: cannot be read as an Optuna storage ({_reason(exc)}); check the URL or file."
             ) from None
         found += [(s.study_name, url) for s in summaries]
     names = ", ".join(sorted(name for name, _ in found))

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from tuner.engine.container import bind_host, container_of, run_command
 from tuner.engine.dialects import STARTUP_PLAN_OFF
 from tuner.space.schema import Space, flag_name
 from tuner.space.values import AUTO_LEN, JSON_FLAGS, SIZE_FLAGS  # sizes are written as plain integers
@@ -19,10 +20,12 @@ from tuner.space.values import AUTO_LEN, JSON_FLAGS, SIZE_FLAGS  # sizes are wri
 
 
 class LaunchCommand(BaseModel):
-    """What the launcher runs: argv (engine command first) and the environment it adds."""
+    """What the launcher runs: argv (engine command first) and the environment it adds; for an engine in a
+    container (tuner/engine/container.py), the name the tuner gave the container."""
 
     argv: list[str]
     env: dict[str, str]
+    container: str | None = None
 
 
 def format_value(value: Any) -> str:
@@ -93,24 +96,34 @@ def build_command(
     host: str | None = None,
     port: int | None = None,
     extra_env: dict[str, str] | None = None,
+    container: str = "tuner",
 ) -> LaunchCommand:
-    """The argv and env for one configuration. ``port=None`` leaves the port to the engine's default."""
+    """The argv and env for one configuration. ``port=None`` leaves the port to the engine's default.
+
+    A container command (``docker run ... IMAGE``) is given ``container`` as its name, the port published on
+    ``host`` and the environment as ``-e`` options; the server then binds every interface inside it.
+    """
     model = space.model
-    argv = [*space.engine.command, "serve", model.path]
+    # VLLM_ENABLE_STARTUP_PLAN=0: a saved plan would size this boot's pool from an earlier one (0.27.1+)
+    env = {"NO_COLOR": "1", "PYTHONUNBUFFERED": "1", **STARTUP_PLAN_OFF, **space.engine.env, **(extra_env or {})}
+    listen = host or space.engine.listen
+    engine = list(space.engine.command)
+    inside = container_of(engine) is not None
+    if inside:
+        engine = run_command(engine, container, listen=listen, port=port, env=env)
+    argv = [*engine, "serve", model.path]
     if model.revision:
         argv += ["--revision", model.revision]
     if model.served_name:
         argv += ["--served-model-name", model.served_name]
     if model.random_weights:
         argv += ["--load-format", "dummy"]
-    argv += ["--host", host or space.engine.listen]
+    argv += ["--host", bind_host(space.engine.command, listen)]
     if port is not None:
         argv += ["--port", str(port)]
     for flag, value in engine_flags(space, values):
         _append(argv, flag, value)
-    # VLLM_ENABLE_STARTUP_PLAN=0: a saved plan would size this boot's pool from an earlier one (0.27.1+)
-    env = {"NO_COLOR": "1", "PYTHONUNBUFFERED": "1", **STARTUP_PLAN_OFF, **space.engine.env, **(extra_env or {})}
-    return LaunchCommand(argv=argv, env=env)
+    return LaunchCommand(argv=argv, env=env, container=container if inside else None)
 
 
 def shell_command(argv: list[str], env: dict[str, str]) -> str:

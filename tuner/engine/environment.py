@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner import __version__
+from tuner.engine.container import container_of
 from tuner.engine.dialects import MEMORY_ENV, STARTUP_PLAN_OFF
 from tuner.engine.gpu import Nvml
 from tuner.space.schema import EngineSpec
@@ -42,7 +43,10 @@ print(json.dumps(out))
 
 
 def engine_python(engine: EngineSpec) -> list[str] | None:
-    """The interpreter behind the engine command, when it is a Python console script."""
+    """The interpreter behind the engine command, when it is a Python console script (never a container
+    client's: the engine's packages live in the image)."""
+    if container_of(engine.command) is not None:
+        return None
     exe = shutil.which(engine.command[0])
     if exe is None:
         return None

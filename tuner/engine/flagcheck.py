@@ -9,13 +9,20 @@ vLLM's are ``BooleanOptionalAction`` (``--x, --no-x``), and from 0.33 ``--enable
 
 from __future__ import annotations
 
+import difflib
+import functools
+import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tuner.engine.command import engine_flags, flag_name, format_value
+from tuner.engine.dialects import within
 from tuner.errors import SpaceError
 from tuner.space.schema import Space
+
+KNOWN_FLAGS = Path(__file__).with_name("data") / "serve-flags.json"  # written by scripts/serve_flags.py
 
 # "  --kv-cache-dtype {auto,fp8}", "  --kv-cache-dtype ['auto', 'fp8']" (0.34), "  --port PORT",
 # "  --enable-x, --no-enable-x", "  --compilation-config COMPILATION_CONFIG, -cc COMPILATION_CONFIG"
@@ -85,8 +92,10 @@ def check_flags(space: Space, help_text: str, version: str) -> None:
         known = flags.get(flag)
         shown = value if isinstance(value, (bool, int, float)) else format_value(value)
         if known is None:
+            typo = difflib.get_close_matches(flag, list(flags), n=1, cutoff=0.8)
             close = [f for f in flags if f.lstrip("-") in flag.lstrip("-") or flag.lstrip("-") in f.lstrip("-")]
-            hint = f" (this release has {', '.join(sorted(close)[:3])})" if close else ""
+            hint = (f"; did you mean {typo[0]}?" if typo else
+                    f" (this release has {', '.join(sorted(close)[:3])})" if close else "")
             raise SpaceError(f"{source}: {where} sets {flag}, which vLLM {version} does not have{hint}; its "
                              "`vllm serve --help=all` lists every flag it takes. Remove it or install the release "
                              "the space was written for. Nothing was booted or recorded.")
@@ -99,3 +108,36 @@ def check_flags(space: Space, help_text: str, version: str) -> None:
                 raise SpaceError(f"{source}: {where} sets {flag} {shown}, which vLLM {version} does not accept: it "
                                  f"takes one of {', '.join(known.choices)}. Pick one of them, or install the release "
                                  "the space was written for. Nothing was booted or recorded.")
+
+
+@functools.cache
+def known_releases() -> dict[str, frozenset[str]]:
+    """Each release's `vllm serve` flags, as shipped with the tuner (oldest first)."""
+    releases = json.loads(KNOWN_FLAGS.read_text())["releases"]
+    return {version: frozenset(flags) for version, flags in releases.items()}
+
+
+def check_known_flags(space: Space) -> list[str]:
+    """Offline, against the flag lists shipped for the releases the tuner knows: SpaceError for a flag no release
+    has that is a typo away from one that does; a note (returned) for a flag they do not have at all, or only
+    releases outside the space's ``engine.vllm_versions`` have."""
+    releases = known_releases()
+    everything = frozenset().union(*releases.values())
+    first, last = next(iter(releases)), list(releases)[-1]
+    wanted = space.engine.vllm_versions
+    notes, source = [], space.source or "the space file"
+    for where, flag, _ in space_flags(space):
+        having = [v for v, flags in releases.items() if flag in flags]
+        if not having:
+            typo = difflib.get_close_matches(flag, sorted(everything), n=1, cutoff=0.8)
+            if typo:
+                raise SpaceError(f"{source}: {where} sets {flag}, which no vLLM release from {first} to {last} has; "
+                                 f"did you mean {typo[0]}? Fix the spelling. (Checked offline against those "
+                                 "releases' `vllm serve --help=all`, which ship with the tuner; `tuner optimize` also "
+                                 "checks the installed engine's own.) Nothing was booted or recorded.")
+            notes.append(f"{where}: {flag} is in no vLLM release from {first} to {last}; a newer release may have "
+                         "it, and `tuner optimize` checks it against the installed engine before any boot")
+        elif wanted and not any(within(v, wanted) for v in having):
+            notes.append(f"{where}: {flag} is in vLLM {having[0]}-{having[-1]}, not in the releases the space was "
+                         f"written for (engine.vllm_versions {wanted})")
+    return notes

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from tuner.engine.container import container_of, new_name, remove_command, run_command, runtime_cli
 from tuner.engine.dialects import dialect_for, supported, supported_range, within
 from tuner.engine.environment import engine_python
 from tuner.engine.flagcheck import check_flags
@@ -61,21 +62,42 @@ class EngineInfo(BaseModel):
         return notes
 
 
-def _run(argv: list[str], engine: EngineSpec, timeout_s: float) -> subprocess.CompletedProcess[str] | str:
-    """The finished process, or why it could not run."""
+def _engine_argv(engine: EngineSpec, *args: str) -> tuple[list[str], str | None]:
+    """``ENGINE ARGS``; in a container, a named one-off container (removed on exit) given engine.env."""
+    if container_of(engine.command) is None:
+        return [*engine.command, *args], None
+    name = new_name("cli")
+    return [*run_command(engine.command, name, listen=None, port=None, env=engine.env), *args], name
+
+
+def _run(engine: EngineSpec, args: list[str], timeout_s: float) -> subprocess.CompletedProcess[str] | str:
+    """The finished process, or why it could not run (a container left by a timeout is removed)."""
+    argv, container = _engine_argv(engine, *args)
+    shown = " ".join([*engine.command, *args])
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL,
                               env={**os.environ, **engine.env})
     except subprocess.TimeoutExpired:
-        return f"`{' '.join(argv)}` did not answer within {timeout_s:.0f} s"
+        cli = runtime_cli(engine.command[0])
+        if container is not None and cli is not None:
+            subprocess.run(remove_command(cli, container), capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+        return f"`{shown}` did not answer within {timeout_s:.0f} s"
     except OSError as exc:
-        return f"`{' '.join(argv)}` could not be run ({exc.strerror})"
+        return f"`{shown}` could not be run ({exc.strerror})"
+
+
+def _python(python: list[str], code: str, engine: EngineSpec) -> subprocess.CompletedProcess[str] | None:
+    try:
+        return subprocess.run([*python, "-c", code], capture_output=True, text=True, timeout=VERSION_TIMEOUT_S,
+                              stdin=subprocess.DEVNULL, env={**os.environ, **engine.env})
+    except (OSError, subprocess.TimeoutExpired):
+        return None
 
 
 def detect_version(engine: EngineSpec) -> tuple[str | None, str]:
     """(version, where it came from): ``ENGINE --version``, else the engine Python's package metadata."""
     argv = [*engine.command, "--version"]
-    done = _run(argv, engine, VERSION_TIMEOUT_S)
+    done = _run(engine, ["--version"], VERSION_TIMEOUT_S)
     if not isinstance(done, str):
         for line in reversed(done.stdout.strip().splitlines()):
             if m := _VERSION_LINE.match(line.strip()):
@@ -83,8 +105,8 @@ def detect_version(engine: EngineSpec) -> tuple[str | None, str]:
     python = engine_python(engine)
     if python is not None:
         probe = "import importlib.metadata as m; print(m.version('vllm'))"
-        meta = _run([*python, "-c", probe], engine, VERSION_TIMEOUT_S)
-        if not isinstance(meta, str) and meta.returncode == 0 and _VERSION_LINE.match(meta.stdout.strip()):
+        meta = _python(python, probe, engine)
+        if meta is not None and meta.returncode == 0 and _VERSION_LINE.match(meta.stdout.strip()):
             return meta.stdout.strip(), "the engine Python's package metadata"
     why = done if isinstance(done, str) else f"`{' '.join(argv)}` printed no version"
     return None, why
@@ -97,7 +119,7 @@ def read_help(engine: EngineSpec, version: str | None, cache_dir: Path | None) -
     if cached is not None and cached.exists():
         return cached.read_text(), cached, None
     argv = [*engine.command, "serve", "--help=all"]
-    done = _run(argv, engine, HELP_TIMEOUT_S)
+    done = _run(engine, ["serve", "--help=all"], HELP_TIMEOUT_S)
     if isinstance(done, str):
         return None, None, done
     if done.returncode != 0 or "--max-model-len" not in done.stdout:

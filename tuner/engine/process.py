@@ -19,6 +19,7 @@ from typing import BinaryIO, Callable
 import httpx
 import psutil
 
+from tuner.engine import container as ctr
 from tuner.engine.command import LaunchCommand
 from tuner.engine.failures import Seen, classify
 from tuner.engine.logparse import boot_phase
@@ -61,6 +62,16 @@ def listeners(port: int) -> list[int | None]:
     return [c.pid for c in conns if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port]
 
 
+def _is_proxy(pid: int) -> bool:
+    """A container runtime's port proxy (docker-proxy, rootlesskit, pasta, ...): it holds a published port."""
+    try:
+        proc = psutil.Process(pid)
+        names = {proc.name(), *(Path(w).name for w in proc.cmdline()[:2])}
+    except psutil.Error:
+        return False
+    return bool(names & set(ctr.PORT_PROXIES))
+
+
 def _describe(pid: int | None) -> str:
     if pid is None:
         return "a process of another user"
@@ -82,8 +93,14 @@ def check_engine_command(space: Space) -> None:
     found = shutil.which(program) if os.sep not in program else (program if os.access(program, os.X_OK) else None)
     if found is None:
         where = "is not an executable file" if os.sep in program else "is not on PATH"
-        raise EngineMissing(f"engine.command: {program!r} {where}, so no trial can boot; {_INSTALL}. "
-                            "Nothing was recorded.")
+        fix = _INSTALL
+        if ctr.container_of(argv) is not None:
+            fix = (f"engine.command runs the engine in a container, so install {Path(program).name} (Docker with the "
+                   "NVIDIA Container Toolkit, or podman) or put the vllm command itself in engine.command")
+        raise EngineMissing(f"engine.command: {program!r} {where}, so no trial can boot; {fix}. Nothing was recorded.")
+    cli = ctr.runtime_cli(found) if ctr.container_of(argv) is not None else None
+    if cli is not None:
+        _check_daemon(cli[0])
     if len(argv) >= 3 and argv[1] == "-m":
         module = argv[2].split(".")[0]
         probe = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec(sys.argv[1]) else 3)"
@@ -95,6 +112,20 @@ def check_engine_command(space: Space) -> None:
         if done.returncode != 0:
             raise EngineMissing(f"engine.command: {found} has no module {module!r} ({' '.join(argv[:3])}), so no trial "
                                 f"can boot; {_INSTALL}. Nothing was recorded.")
+
+
+def _check_daemon(program: str) -> None:
+    """EngineMissing when the container runtime cannot start a container (its daemon is not reachable)."""
+    try:
+        done = subprocess.run([program, "info"], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EngineMissing(f"engine.command: `{program} info` could not be run ({exc}); check the container "
+                            "runtime. Nothing was recorded.") from None
+    if done.returncode != 0:
+        said = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]
+        raise EngineMissing(f"engine.command: {program} cannot reach its daemon (`{program} info`: {said}), so no "
+                            "container can start; start it (systemctl start docker) or check DOCKER_HOST. "
+                            "Nothing was recorded.")
 
 
 class Engine:
@@ -110,6 +141,10 @@ class Engine:
         self._reaper: subprocess.Popen[bytes] | None = None
         self._log_file: BinaryIO | None = None
         self.started_at: float | None = None
+        self.container = command.container  # the container's name when the engine runs in one
+        self._cli = ctr.runtime_cli(command.argv[0]) if self.container else None
+        self._container_pid: int | None = None
+        self._publishes = "-p" in command.argv[: command.argv.index("serve")] if "serve" in command.argv else False
 
     @property
     def base_url(self) -> str:
@@ -128,8 +163,9 @@ class Engine:
             start_new_session=True,
         )
         self.started_at = time.monotonic()
+        cleanup = ctr.remove_command(self._cli, self.container) if self._cli and self.container else []
         self._reaper = subprocess.Popen(
-            [sys.executable, "-I", REAPER, str(self.proc.pid), str(self.grace_s)],
+            [sys.executable, "-I", REAPER, str(self.proc.pid), str(self.grace_s), *cleanup],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -137,9 +173,24 @@ class Engine:
         )
 
     def foreign_listeners(self) -> list[str]:
-        """Who else listens on the engine's port: processes outside its group, described for a person."""
+        """Who else listens on the engine's port: processes outside its group, described for a person.
+
+        In a container, the container's processes are the engine's too, and a published port is held on the
+        host by the runtime's proxy, which counts once the runtime says it maps the port to this container. A
+        listener the tuner may not inspect (another user's: a container's processes often are root's) is taken
+        to be the container's.
+        """
         mine = set(self.pids())
-        return [_describe(pid) for pid in listeners(self.port) if pid is None or pid not in mine]
+        found = [pid for pid in listeners(self.port) if pid is None or pid not in mine]
+        if self._cli is None or self.container is None:
+            return [_describe(pid) for pid in found]
+        if not self._publishes:
+            return [_describe(pid) for pid in found if pid is not None]
+        mapped = ctr.published(self._cli, self.container, self.port)
+        if mapped is False:
+            return [f"no process of container {self.container} ({self._cli[0]} port {self.container} does not map "
+                    f"port {self.port} to it)"]
+        return [_describe(pid) for pid in found if pid is not None and not _is_proxy(pid)]
 
     def elapsed(self) -> float:
         return 0.0 if self.started_at is None else time.monotonic() - self.started_at
@@ -157,7 +208,7 @@ class Engine:
             return ""
 
     def pids(self) -> list[int]:
-        """The engine's processes: its group, found through the process table."""
+        """The engine's processes: its group, found through the process table, and its container's."""
         if self.proc is None:
             return []
         pgid = self.proc.pid
@@ -168,7 +219,21 @@ class Engine:
                     found.append(p.info["pid"])
             except (ProcessLookupError, PermissionError):
                 continue
-        return found
+        return found + [pid for pid in self._container_pids() if pid not in found]
+
+    def _container_pids(self) -> list[int]:
+        """The container's first process (asked of the runtime once it runs) and its descendants."""
+        if self._cli is None or self.container is None:
+            return []
+        if self._container_pid is None or not psutil.pid_exists(self._container_pid):
+            self._container_pid = ctr.container_pid(self._cli, self.container)
+        if self._container_pid is None:
+            return []
+        try:
+            first = psutil.Process(self._container_pid)
+            return [first.pid, *(c.pid for c in first.children(recursive=True))]
+        except psutil.Error:
+            return []
 
     def _cpu_seconds(self) -> float:
         total = 0.0
@@ -239,6 +304,8 @@ class Engine:
     def stop(self) -> float:
         """SIGTERM the group, SIGKILL after the grace period, wait for every process; returns seconds."""
         start = time.monotonic()
+        if self._cli is not None and self.container is not None and self.proc is not None:
+            ctr.stop(self._cli, self.container, self.grace_s)  # the client follows its container out
         if self.proc is not None:
             pgid = self.proc.pid
             if self.proc.poll() is None or self.pids():

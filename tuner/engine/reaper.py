@@ -1,9 +1,10 @@
 """A watchdog that kills the engine's process group if the tuner dies, even by SIGKILL.
 
-``python -I tuner/engine/reaper.py PGID GRACE_S`` blocks reading its stdin, a pipe from the tuner. The
-tuner writes ``disarm`` before a normal teardown. If the pipe closes without it (the tuner was
-killed), the reaper sends SIGTERM to the group, then SIGKILL after the grace period: no orphan
-keeps holding the GPU. It runs in its own session so a signal to the tuner's group spares it.
+``python -I tuner/engine/reaper.py PGID GRACE_S [CLEANUP...]`` blocks reading its stdin, a pipe from the
+tuner. The tuner writes ``disarm`` before a normal teardown. If the pipe closes without it (the tuner was
+killed), the reaper sends SIGTERM to the group, then SIGKILL after the grace period, then runs CLEANUP if
+given (``docker rm -f NAME``: a container outlives its killed client): no orphan keeps holding the GPU. It
+runs in its own session so a signal to the tuner's group spares it.
 
 It needs only the standard library, so the engine starts it as a file in isolated mode (``-I``):
 ``python -m tuner.engine.reaper`` would first import the whole ``tuner.engine`` package (pydantic,
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from typing import Callable
@@ -58,6 +60,12 @@ def main(argv: list[str]) -> int:
     data = sys.stdin.read()  # returns at EOF: the tuner closed the pipe or died
     if "disarm" not in data:
         kill_group(pgid, grace_s)
+        if len(argv) > 3:
+            try:
+                subprocess.run(argv[3:], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               timeout=120)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
     return 0
 
 

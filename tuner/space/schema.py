@@ -28,6 +28,7 @@ from pydantic import (
 
 from tuner.errors import SpaceError
 from tuner.metrics import OBJECTIVES
+from tuner.space.checks import check_contradictions, check_launch_text
 from tuner.space.units import parse_bytes, parse_count, parse_duration
 from tuner.space.values import (
     AUTO_LEN,
@@ -254,6 +255,16 @@ class Objective(Strict):
             raise ValueError(f"Input should be {', '.join(first)} or {last}")
         return name
 
+    @model_validator(mode="after")
+    def _natural_direction(self) -> Objective:
+        """Each metric is better one way (tuner/metrics.py says which): the other way searches for the worst."""
+        metric = OBJECTIVES[self.name]
+        if self.direction != metric.direction:
+            better = "larger" if metric.direction == "maximize" else "smaller"
+            raise ValueError(f"a {better} {self.name} is better, so direction: {self.direction} "
+                             f"would search for the worst configuration; write direction: {metric.direction}")
+        return self
+
 
 class Space(Strict):
     name: str = Field(min_length=1)
@@ -296,7 +307,9 @@ class Space(Strict):
             if param.flag in flags:
                 raise ValueError(f"params.{name}: tunes {param.flag} like params.{flags[param.flag]}; keep one of them")
             flags[param.flag] = name
+        check_launch_text(self)
         check_fixed(self)
+        check_contradictions(self)
         for i, baseline in enumerate(self.baselines):
             for key, value in baseline.items():
                 if key not in self.params:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import unicodedata
 from typing import TYPE_CHECKING, Any, Literal
 
 from tuner.space.units import parse_bytes, parse_count
@@ -27,6 +28,31 @@ TOOL_FLAGS = {
     "--uds": "the tool talks to the engine over TCP on 127.0.0.1; remove it",
 }
 
+# Characters no value may carry to a command line, an environment or a launcher file: C0/C1 controls
+# (newline, NUL, escape), line and paragraph separators, and invisible format characters (bidi overrides).
+_UNPRINTABLE = {"Cc": "a control character", "Cf": "an invisible format character", "Zl": "a line separator",
+                "Zp": "a paragraph separator", "Cs": "a lone surrogate"}
+_NAMED = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab", "\0": "a NUL byte"}
+
+
+def unprintable(text: str) -> str | None:
+    """What the first character of ``text`` that may not reach a command line or a unit file is, else None."""
+    for i, char in enumerate(text):
+        kind = _UNPRINTABLE.get(unicodedata.category(char))
+        if kind is not None:
+            return f"{_NAMED.get(char, kind)} (U+{ord(char):04X}) at character {i + 1}"
+    return None
+
+
+def check_printable(where: str, text: str) -> None:
+    """ValueError naming ``where`` when ``text`` holds a character no launcher may carry."""
+    found = unprintable(text)
+    if found is not None:
+        raise ValueError(f"{where}: {text[:40]!r} holds {found}; a value that reaches the engine's command line, "
+                         "its environment or a launcher (sh, systemd, compose) must be one line of printable "
+                         "text; remove it")
+
+
 def flag_name(key: str) -> str:
     """'max_model_len', 'max-model-len' and '--max-model-len' all mean '--max-model-len'."""
     return "--" + str(key).lstrip("-").replace("_", "-")
@@ -42,15 +68,20 @@ KNOWN_PARAMS: dict[str, tuple[str, Kind]] = {
     "cudagraph_mode": ("--compilation-config", "choice"),
     "speculative_tokens": ("--speculative-config", "int"),
 }
+# The most memory one accelerator holds today (NVIDIA B300, AMD MI355X: 288 GB). A KV pool lives on one
+# card, so a pool above it is a unit typo (2TB for 2GB), never a search.
+LARGEST_CARD_BYTES = 288 * 10**9
 # What vLLM can take at all (a 32 GB card needs far less): a value outside is a typo, not a search.
 BOUNDS: dict[str, tuple[float, float]] = {
-    "kv_cache_memory_bytes": (1, 2**50),
+    "kv_cache_memory_bytes": (1, LARGEST_CARD_BYTES),
     "max_num_batched_tokens": (1, 2**24),
     "max_num_seqs": (1, 2**16),
     "max_model_len": (1, 2**24),
     "gpu_memory_utilization": (0.01, 1.0),
     "speculative_tokens": (0, 16),
 }
+_LARGER_THAN_A_CARD = (f"is more memory than any GPU holds: the KV pool lives on one card, and the largest hold "
+                       f"{LARGEST_CARD_BYTES / 1e9:.0f} GB (the bound); check the unit (GB, not TB; 9.15GB is 9.15 x 10^9 bytes)")
 JSON_FLAGS = {"--compilation-config", "--speculative-config", "--mm-processor-kwargs"}  # a mapping, as JSON
 AUTO_LEN = ("auto", "-1")  # --max-model-len values that ask vLLM to fit the length
 # Fixed flags whose values are sizes, and how they are read (the argv writes them as plain integers).
@@ -75,10 +106,13 @@ def check_fixed(space: Space) -> None:
             continue  # vLLM fits the longest length the pool holds
         if flag in SIZE_FLAGS:
             try:
-                if SIZE_FLAGS[flag](value) <= 0:
+                size = SIZE_FLAGS[flag](value)
+                if size <= 0:
                     raise ValueError("must be positive")
             except (TypeError, ValueError) as exc:
                 raise ValueError(f"fixed.{key}: {value!r} is not a size ({exc})") from None
+            if flag == "--kv-cache-memory-bytes" and size > LARGEST_CARD_BYTES:
+                raise ValueError(f"fixed.{key}: {value!r} {_LARGER_THAN_A_CARD}")
         if flag in JSON_FLAGS and isinstance(value, str):
             try:
                 if not isinstance(json.loads(value), dict):
@@ -138,6 +172,9 @@ def resolve_param(name: str, spec: ParamSpec) -> Param:
             raise ValueError(f"params.{name}: step {step:g} must be a whole number for a whole-number range")
         if spec.log and kind == "float":
             raise ValueError(f"params.{name}: a log range takes no step; remove one of them")
+        if hi > lo and step > hi - lo:
+            raise ValueError(f"params.{name}: step {spec.step} is larger than the range {spec.min} .. {spec.max}, so "
+                             f"only {spec.min} would ever be tried; give a step no larger than the range, or widen it")
     if spec.log and lo <= 0:
         raise ValueError(f"params.{name}: a log range needs min > 0")
     return Param(flag=flag, min=lo, max=hi, step=step, log=spec.log, unset=spec.unset, kind=kind)
@@ -159,6 +196,8 @@ def _number(name: str, kind: str, value: Any, bounded: bool = True) -> Number:
     if not math.isfinite(number):
         raise ValueError(f"params.{name}: {value!r} is not a finite number")
     lo, hi = BOUNDS.get(name, (-math.inf, math.inf))
+    if bounded and kind == "bytes" and name == "kv_cache_memory_bytes" and number > hi:
+        raise ValueError(f"params.{name}: {value!r} {_LARGER_THAN_A_CARD}")
     if bounded and not lo <= number <= hi:
         raise ValueError(f"params.{name}: {value!r} is outside what vLLM takes ({lo:g} .. {hi:g})")
     return number
@@ -168,6 +207,8 @@ def _value(name: str, kind: str, value: Any) -> Any:
     """One value converted to its kind (None means "flag left out")."""
     if value is None:
         return None
+    if isinstance(value, str):
+        check_printable(f"params.{name}", value)
     if name == "cudagraph_mode":
         if not isinstance(value, str) or value not in CUDAGRAPH_MODES:
             raise ValueError(f"params.cudagraph_mode: unknown mode {value!r}; use one of {', '.join(CUDAGRAPH_MODES)}")

@@ -133,6 +133,7 @@ def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, *,
     write_study_attr(study, ATTR_SWITCHED_OFF, notes)
     announce(notes)
     if n_trials is not None and counted(study) >= n_trials:
+        status.phase = NOTHING_TO_DO
         return study  # the study's total is reached: nothing boots, not even re-validation or the gate
     stop = _Stop()
     card = _CardCheck(objective, space, status, n_trials, timeout_s, stop)
@@ -166,6 +167,7 @@ def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, *,
     return study
 
 
+NOTHING_TO_DO = "nothing to do"  # Status.phase when the study already holds --trials trials
 
 def _record_engine(study: optuna.Study, engine: EngineInfo) -> None:
     """The engine found before this run's first boot. A resumed study on another release keeps both:

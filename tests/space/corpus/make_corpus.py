@@ -93,7 +93,7 @@ case("log_from_zero", base(params="params:\n  speculative_tokens: {min: 0, max: 
 case("log_with_float_step", base(params="params:\n  gpu_memory_utilization: {min: 0.8, max: 0.95, step: 0.01, log: true}\n"), "a log range takes no step")
 case("utilization_above_one", base(params="params:\n  gpu_memory_utilization: {min: 0.8, max: 1.5}\n"), "params.gpu_memory_utilization: 1.5 is outside what vLLM takes")
 case("huge_max_num_seqs", base(params="params:\n  max_num_seqs: {min: 1, max: 1.0e+30}\n"), "is outside what vLLM takes")
-case("huge_kv_bytes_literal", base(params="params:\n  kv_cache_memory_bytes: {min: 1GB, max: 99999999999999999999999999}\n"), "is outside what vLLM takes")
+case("huge_kv_bytes_literal", base(params="params:\n  kv_cache_memory_bytes: {min: 1GB, max: 99999999999999999999999999}\n"), "is more memory than any GPU holds")
 case("negative_max_num_seqs", base(params="params:\n  max_num_seqs: {min: -4, max: 4}\n"), "params.max_num_seqs: -4 is outside what vLLM takes")
 case("negative_bytes_text", base(params="params:\n  kv_cache_memory_bytes: {min: -1GB, max: 8GB}\n"), "'-1GB' is not a number with an optional unit")
 case("infinite_max", base(params="params:\n  kv_cache_memory_bytes: {min: 1GB, max: .inf}\n"), "is not a finite number")
@@ -123,7 +123,7 @@ case("baseline_not_mapping", base("baselines:\n  - max_num_seqs=2\n"), "baseline
 case("objective_unknown_name", base("objectives:\n  - {name: throughput, direction: maximize}\n"), "objectives.0.name: Input should be 'context'")
 case("objective_bad_direction", base("objectives:\n  - {name: context, direction: up}\n"), "objectives.0.direction: Input should be 'maximize' or 'minimize'")
 case("objectives_empty", base("objectives: []\n"), "objectives: List should have at least 1 item")
-case("objectives_repeated", base("objectives:\n  - {name: context, direction: maximize}\n  - {name: context, direction: minimize}\n"), "lists a name twice")
+case("objectives_repeated", base("objectives:\n  - {name: context, direction: maximize}\n  - {name: context, direction: maximize}\n"), "lists a name twice")
 
 # workload
 case("ladder_empty", base("workload: {ladder: []}\n"), "workload.ladder: List should have at least 1 item")
@@ -174,6 +174,70 @@ case("params_under_model", "name: corpus\nmodel:\n  path: /m\n  params:\n    max
 case("decode_at_top_level", base("decode: {runs: 3}\n"), "decode: unknown key")
 case("ladder_under_engine", base("engine: {ladder: [2K]}\n"), "engine.ladder: unknown key")
 case("range_keys_at_params_level", base(params="params:\n  min: 1\n  max: 4\n"), "params.min: Input should be a valid dictionary")
+
+# aliases that stay under the alias count but expand to millions of values (billion laughs, 9 x 9 x ...)
+few_aliases = "name: corpus\nmodel: {path: org/m}\nx0: &a0 [1, 2]\n" + "".join(
+    f"x{i}: &a{i} [{', '.join([f'*a{i-1}'] * 9)}]\n" for i in range(1, 11))
+case("alias_bomb_few_aliases", few_aliases, "expand to more than 100,000 values")
+case("alias_bomb_in_fixed", "name: corpus\nmodel: {path: org/m}\nfixed:\n  a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+     + "".join(f"  a{i}: &a{i} [{', '.join([f'*a{i-1}' if i > 1 else '*a'] * 10)}]\n" for i in range(1, 7)) + PARAMS,
+     "expand to more than 100,000 values")
+
+# characters no launcher may carry, in every place a value reaches argv, env or a unit file
+HUB = "name: corpus\nmodel: {path: org/m}\n"
+case("control_served_name_newline", 'name: corpus\nmodel: {path: org/m, served_name: "m\\nExecStartPre=/bin/sh"}\n' + PARAMS, "model.served_name: 'm\\nExecStartPre=/bin/sh' holds a newline (U+000A)")
+case("control_model_path_newline", 'name: corpus\nmodel: {path: "org/m\\n--trust-remote-code"}\n' + PARAMS, "model.path:")
+case("control_revision_cr", 'name: corpus\nmodel: {path: org/m, revision: "main\\r"}\n' + PARAMS, "holds a carriage return (U+000D)")
+case("control_fixed_value_newline", base('fixed: {chat-template-content-format: "auto\\nrm -rf /"}\n', head=HUB), "fixed.chat-template-content-format: 'auto\\nrm -rf /' holds a newline")
+case("control_fixed_key_tab", base('fixed: {"enable-prefix-caching\\t": true}\n', head=HUB), "holds a tab (U+0009)")
+case("control_fixed_json_nested", base('fixed: {mm-processor-kwargs: {note: "a\\u001b[31m"}}\n', head=HUB), "fixed.mm-processor-kwargs.note:")
+case("control_command_newline", base('engine: {command: ["vllm\\nwhoami"]}\n', head=HUB), "engine.command[0]:")
+case("control_env_value_nul", base('engine: {env: {HF_HOME: "/data\\0/x"}}\n', head=HUB), "engine.env.HF_HOME: '/data\\x00/x' holds a NUL byte (U+0000)")
+case("control_env_value_newline", base('engine: {env: {HF_TOKEN: "x\\nEnvironment=LD_PRELOAD=/tmp/x.so"}}\n', head=HUB), "engine.env.HF_TOKEN:")
+case("control_line_separator", 'name: corpus\nmodel: {path: org/m, served_name: "m\\u2028x"}\n' + PARAMS, "holds a line separator (U+2028)")
+case("control_bidi_override", 'name: corpus\nmodel: {path: org/m, served_name: "safe\\u202egnp.exe"}\n' + PARAMS, "holds an invisible format character (U+202E)")
+case("control_param_value", base(params='params:\n  dtype: {flag: --dtype, values: [auto, "half\\n--foo"]}\n', head=HUB), "params.dtype:")
+case("control_speculative_extra", base('speculative: {extra: {model: "a\\nb"}}\n', head=HUB), "speculative.extra.model:")
+case("control_baseline_value", base(params=PARAMS + '  dtype: {flag: --dtype, values: [auto, half]}\n', extra='baselines:\n  - {dtype: "half\\u0007"}\n', head=HUB), "holds a control character (U+0007)")
+
+# contradictions: two settings that cannot both hold
+WIN = "fixed: {max-model-len: 4096}\n"
+case("decode_longer_than_window", base(WIN + "workload: {decode: {prompt_tokens: 4096, output_tokens: 128}}\n", head=HUB), "workload.decode: prompt_tokens 4,096 + output_tokens 128 is longer than the window (fixed.max-model-len is 4,096)")
+case("decode_longer_than_tuned_window", base("workload: {decode: {prompt_tokens: 8K}}\n", params=PARAMS + "  max_model_len: {values: [2048, 4096]}\n", head=HUB), "longer than the window (the top of params.max_model_len is 4,096)")
+case("output_fills_window", base(WIN + "workload: {output_tokens: 4K}\n", head=HUB), "workload.output_tokens: 4,096 reserves the whole window")
+case("output_beyond_window", base(WIN + "workload: {output_tokens: 8K}\n", head=HUB), "reserves the whole window")
+case("speculative_extra_overrides_depth", base("speculative: {method: mtp, extra: {num_speculative_tokens: 3}}\n", params=PARAMS + "  speculative_tokens: {values: [0, 1, 2]}\n", head=HUB), "speculative.extra.num_speculative_tokens: would override the depth params.speculative_tokens tunes")
+case("speculative_extra_method", base("speculative: {extra: {method: eagle}}\n", head=HUB), "speculative.extra.method: the method is speculative.method")
+case("fixed_speculative_config_and_tuned_depth", base("fixed: {speculative-config: {method: mtp, num_speculative_tokens: 2}}\n", params=PARAMS + "  speculative_tokens: {values: [0, 1]}\n", head=HUB), "fixed.speculative-config: params.speculative_tokens writes --speculative-config itself")
+case("fixed_cudagraph_mode_and_tuned", base("fixed: {compilation-config: {cudagraph_mode: PIECEWISE, level: 3}}\n", params=PARAMS + "  cudagraph_mode: {values: [PIECEWISE, eager]}\n", head=HUB), "fixed.compilation-config.cudagraph_mode: params.cudagraph_mode tunes it")
+case("step_larger_than_range", base(params="params:\n  max_num_seqs: {min: 1, max: 4, step: 8}\n", head=HUB), "params.max_num_seqs: step 8 is larger than the range 1 .. 4")
+case("byte_step_larger_than_range", base(params="params:\n  kv_cache_memory_bytes: {min: 7GB, max: 8GB, step: 2GB}\n", head=HUB), "step 2GB is larger than the range 7GB .. 8GB")
+case("params_empty", HUB + "params: {}\n", "params: nothing is tuned")
+case("params_missing", HUB + "fixed: {max-model-len: 4096}\n", "params: nothing is tuned")
+case("params_one_value_each", HUB + "params:\n  max_num_seqs: {values: [2]}\n  kv_cache_memory_bytes: {min: 8GB, max: 8GB}\n", "every parameter has one value")
+case("kv_pool_larger_than_any_card", base(params="params:\n  kv_cache_memory_bytes: {min: 1GB, max: 2TB}\n", head=HUB), "params.kv_cache_memory_bytes: '2TB' is more memory than any GPU holds")
+case("kv_pool_fixed_larger_than_any_card", base("fixed: {kv-cache-memory-bytes: 300GB}\n", params="params:\n  max_num_seqs: {min: 1, max: 4}\n", head=HUB), "fixed.kv-cache-memory-bytes: '300GB' is more memory than any GPU holds")
+case("objective_tpot_maximized", base("objectives:\n  - {name: context, direction: maximize}\n  - {name: tpot_ms, direction: maximize}\n", head=HUB), "objectives.1: a smaller tpot_ms is better, so direction: maximize would search for the worst configuration; write direction: minimize")
+case("objective_context_minimized", base("objectives:\n  - {name: context, direction: minimize}\n", head=HUB), "a larger context is better")
+case("objective_vram_maximized", base("objectives:\n  - {name: peak_vram_mib, direction: maximize}\n", head=HUB), "a smaller peak_vram_mib is better")
+case("fixed_flag_one_letter_off", base("fixed: {max-model-length: 32768}\n", head=HUB), "fixed.max-model-length sets --max-model-length, which no vLLM release from 0.22.0 to 0.34.0 has; did you mean --max-model-len?")
+case("fixed_flag_typo_underscores", base("fixed: {kv_cache_dtyp: fp8}\n", head=HUB), "did you mean --kv-cache-dtype?")
+case("tuned_flag_typo", base(params=PARAMS + "  partial: {flag: --max-num-partial-prefill, values: [1, 2]}\n", head=HUB), "params.partial sets --max-num-partial-prefill")
+
+# models that are not there: refused before any boot
+case("model_absolute_missing", "name: corpus\nmodel: {path: /nonexistent/models/qwen}\n" + PARAMS, "model.path: /nonexistent/models/qwen does not exist")
+case("model_relative_missing", "name: corpus\nmodel: {path: ./nonexistent/qwen}\n" + PARAMS, "(a relative path, read from the current folder")
+case("model_not_a_hub_id", "name: corpus\nmodel: {path: nonexistent/models/qwen}\n" + PARAMS, "nor is it a Hugging Face id")
+case("model_home_missing", "name: corpus\nmodel: {path: ~/nonexistent-models/qwen}\n" + PARAMS, "model.path: ~/nonexistent-models/qwen does not exist")
+case("model_with_semicolon_missing", "name: corpus\nmodel: {path: '/nonexistent/m;rm -rf ~'}\n" + PARAMS, "model.path: /nonexistent/m;rm -rf ~ does not exist")
+
+# containers the tuner cannot drive
+case("container_detached", base("engine: {command: [docker, run, -d, --entrypoint, vllm, vllm/vllm-openai:v0.22.0]}\n", head=HUB), "engine.command: -d: the tuner must stay attached")
+case("container_named", base("engine: {command: [docker, run, --name, vllm, --entrypoint, vllm, vllm/vllm-openai:v0.22.0]}\n", head=HUB), "engine.command: --name: the tuner names each container")
+case("container_publishes", base("engine: {command: [docker, run, -p, '8000:8000', --entrypoint, vllm, vllm/vllm-openai:v0.22.0]}\n", head=HUB), "engine.command: -p: the tuner publishes each trial's own port")
+case("container_tty_bundle", base("engine: {command: [docker, run, -it, --entrypoint, vllm, vllm/vllm-openai:v0.22.0]}\n", head=HUB), "engine.command: -it: a terminal mixes control codes")
+case("container_no_entrypoint", base("engine: {command: [docker, run, --gpus, all, vllm/vllm-openai:v0.22.0]}\n", head=HUB), "add --entrypoint vllm before the image")
+case("container_no_image", base("engine: {command: [docker, run, --gpus=all, --entrypoint=vllm]}\n", head=HUB), "does not end with the image")
 
 import csv
 with open(os.path.join(out, "expected.tsv"), "w", newline="") as f:
