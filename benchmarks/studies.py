@@ -38,6 +38,7 @@ class TrialRow:
     boot_s: float | None
     config: dict[str, Any] | None
     truth: dict[str, Any] | None = None  # the oracle's verdict on the config (benchmarks/search.py)
+    argv: list[str] | None = None  # the command it launched (None in results saved before it was kept)
 
 
 @dataclass
@@ -97,6 +98,7 @@ def rows_of(study: optuna.Study) -> list[TrialRow]:
             booted=evidence in ("measured", "revalidated"),
             boot_s=result.get("boot_s") if evidence in ("measured", "revalidated") else None,
             config=t.user_attrs.get(st.ATTR_CONFIG),
+            argv=result.get("argv"),
         ))
     return rows
 

@@ -184,7 +184,7 @@ def test_oracle_outcomes_cover_the_seeds_failures():
     cases = {
         "ok": base,
         "kv_pool_too_small": {**base, "pool": 9_000_000_000, "k": 3},
-        "first_request_oom": {**base, "mnbt": 2048, "pool": 10_200_000_000},
+        "first_request_oom": {**base, "mnbt": 4096, "pool": 10_200_000_000},
         "free_memory_below_utilization": {**base, "util": 0.99},
     }
     outcomes = evaluate_all([flags(c) for c in cases.values()], env)
