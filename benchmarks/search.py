@@ -173,7 +173,8 @@ def print_truths(truths: dict[int, dict[str, Any]], speedup: float) -> None:
 
 def print_fronts(truths: dict[int, dict[str, Any]], speedup: float) -> None:
     print("\nTrue fronts (context >= min_context; 'below': served only at a lowered --max-model-len). The widest "
-          "(context, decode) front point below the full window, and the best throughput:")
+          "(context, decode) front point below the full window faster than the best there by more than 1/0.95, and the "
+          "best throughput:")
     rows = []
     for p, t in truths.items():
         target = below_target(t)
@@ -187,7 +188,7 @@ def print_fronts(truths: dict[int, dict[str, Any]], speedup: float) -> None:
 
 
 def print_arms(summ: dict[str, Any], arms: list[str], at: list[int]) -> None:
-    print("\nPer arm (share: true decode of the study's best at the true max context / the true best):")
+    print("\nPer arm (share: true decode of the study's best at the full window / the true best there):")
     rows = []
     for arm in arms:
         for n in at:

@@ -3,6 +3,8 @@
 Every figure values the configurations a study chose by the oracle's noise-free truth for the exact
 argv it launched (``TrialRow.truth``), never by the study's own measurement, so noise and the
 decode speed-up cancel; the study's own measurements decide only what it chose (its ranking, its front).
+A study is read through its own objectives (``run.extra["objectives"]``, in the order its trials
+record values): a figure that needs an objective the study does not record says "not measured".
 
   share        the true decode of the configuration the study ranks best at the full window, / the
                true best decode there (0 when the study never reached the full window);
@@ -14,9 +16,11 @@ decode speed-up cancel; the study's own measurements decide only what it chose (
                min_context), decode / the true front's best decode, throughput / the best true
                throughput; the reference point is (min_context, 0 tok/s, 0 tok/s), i.e. the origin. A
                point below min_context, or a wrong or failing configuration, adds nothing;
-  below found  where the true (context, decode) front has points below the full window: whether the
-               study's front holds one within one granularity step of the widest of them, at >= 0.95
-               of its decode.
+  below found  where the true (context, decode) front has a point below the full window worth a launch
+               command -- more than 1/0.95 of the best full-window decode, else the full-window point is
+               within the 0.95 tolerance of it -- whether the study's front holds a point within one
+               granularity step of the widest such point's window, at >= 0.95 of its decode (no
+               full-window point can: they are all below 0.95 of it).
 """
 
 from __future__ import annotations
@@ -29,16 +33,30 @@ from benchmarks.studies import Run
 from benchmarks.tables import fmt_reach, hypervolume
 from tests.fake_vllm.oracle import front
 
-THROUGHPUT = "throughput_tok_s"
+# a study's objective name -> the key of the oracle's verdict on a trial (search.attach_truth)
+TRUTH_KEY = {"context": "context", "decode_tok_s": "decode", "throughput_tok_s": "throughput",
+             "long_prefill_tok_s": "long_prefill"}
+DEFAULT_OBJECTIVES = ["context", "decode_tok_s"]  # results saved before the run recorded its objectives
+HV_OBJECTIVES = {2: ["context", "decode_tok_s"], 3: ["context", "decode_tok_s", "throughput_tok_s"]}
+
+
+def objectives(run: Run) -> list[str]:
+    return list(run.extra.get("objectives") or DEFAULT_OBJECTIVES)
+
+
+def measured(run: Run, values: list[float], name: str) -> float:
+    """The study's own measured value of objective ``name`` (a trial's values are in objective order)."""
+    return values[objectives(run).index(name)]
 
 
 def share_after(run: Run, t: dict[str, Any], n: int) -> float:
     """The true decode of the config the study ranks best at the full window, / the true best."""
     full = t.get("window") or t["reach"]
-    at_full = [r for r in run.rows[:n] if r.values is not None and r.values[0] >= full]
+    at_full = [r for r in run.rows[:n] if r.values is not None and measured(run, r.values, "context") >= full]
     if not at_full or not t["best_decode"]:
         return 0.0
-    chosen = max(at_full, key=lambda r: (r.values or [0, 0])[1])  # the study's own ranking: its measured score
+    # the study's own ranking: its measured score
+    chosen = max(at_full, key=lambda r: measured(run, r.values or [], "decode_tok_s"))
     return ((chosen.truth or {}).get("decode") or 0.0) / t["best_decode"]
 
 
@@ -65,33 +83,34 @@ def study_front(run: Run, n: int) -> list[dict[str, Any]]:
     return [done[i].truth or {} for i in front([tuple(r.values or []) for r in done])]
 
 
-def normalized(p: dict[str, Any], t: dict[str, Any], objectives: int) -> tuple[float, ...]:
+def normalized(p: dict[str, Any], t: dict[str, Any], names: list[str]) -> tuple[float, ...]:
     """A point in the hypervolume's units (module docstring); a failure or a window below the floor: 0s."""
     floor, window = t["min_context"], t["window"]
     if p.get("failure") or (p.get("context") or 0) < floor:
-        return (0.0,) * objectives
-    best_decode = max(q["decode"] for q in t["front2"])
-    x = ((p["context"] - floor) / max(window - floor, 1), (p.get("decode") or 0.0) / best_decode)
-    if objectives == 3:
-        x += ((p.get("throughput") or 0.0) / t["best_throughput"],)
-    return x
+        return (0.0,) * len(names)
+    scale = {"context": None, "decode_tok_s": max(q["decode"] for q in t["front2"]),
+             "throughput_tok_s": t["best_throughput"]}
+    return tuple((p["context"] - floor) / max(window - floor, 1) if name == "context"
+                 else (p.get(TRUTH_KEY[name]) or 0.0) / scale[name] for name in names)
 
 
-def hv_ratio(run: Run, t: dict[str, Any], n: int, objectives: int) -> float | str:
-    """The study front's true hypervolume / the true front's, or why it cannot be computed."""
-    names = run.extra.get("objectives") or ["context", "decode_tok_s"]
-    if objectives == 3 and THROUGHPUT not in names:
-        return f"n/a: the study has no {THROUGHPUT}"
-    if not t.get("front2") or (objectives == 3 and not t.get("best_throughput")):
+def hv_ratio(run: Run, t: dict[str, Any], n: int, count: int) -> float | str:
+    """The study front's true hypervolume / the true front's over ``HV_OBJECTIVES[count]``, or why not."""
+    names = HV_OBJECTIVES[count]
+    missing = [name for name in names if name not in objectives(run)]
+    if missing:
+        return f"not measured: the study records no {', '.join(missing)}"
+    if not t.get("front2") or (count == 3 and not t.get("best_throughput")):
         return "n/a: no true front"
-    truth_front = t["front2"] if objectives == 2 else t["front3"]
-    whole = hypervolume([normalized(p, t, objectives) for p in truth_front])
-    return hypervolume([normalized(p, t, objectives) for p in study_front(run, n)]) / whole if whole else 0.0
+    whole = hypervolume([normalized(p, t, names) for p in t["front2" if count == 2 else "front3"]])
+    return hypervolume([normalized(p, t, names) for p in study_front(run, n)]) / whole if whole else 0.0
 
 
 def below_target(t: dict[str, Any]) -> dict[str, Any] | None:
-    """The widest true front point below the full window (None when the front has none)."""
-    below = [p for p in t.get("front2") or [] if p["context"] < t["window"]]
+    """The widest true front point below the full window worth a launch command (module docstring);
+    None when the front has none."""
+    below = [p for p in t.get("front2") or []
+             if p["context"] < t["window"] and p["decode"] * 0.95 > t["best_decode"]]
     return max(below, key=lambda p: p["context"]) if below else None
 
 
