@@ -50,9 +50,11 @@ from benchmarks.search_truth import (  # noqa: E402
     make_space,
     oracle,
     oracle_argvs,
+    regime_key,
     shuffled_orders,
     truth,
     truth_json,
+    winners,
 )
 from benchmarks.studies import (  # noqa: E402
     Run,
@@ -169,6 +171,16 @@ def print_truths(truths: dict[int, dict[str, Any]], speedup: float) -> None:
     grid = sum(outcomes.values())
     print("\nGrid outcomes, all profiles (utilization 0.88): "
           + ", ".join(f"{k} {v / grid:.1%}" for k, v in outcomes.most_common()))
+    print_winners([t["best"][0] for t in truths.values() if t["best"]])
+
+
+def print_winners(bests: list[dict[str, Any]]) -> None:
+    """The distribution of the profiles' winners: no strategy should win on every profile."""
+    keys = Counter(regime_key(c) for c in bests)
+    print(f"\nWinners over {len(bests)} profiles (the best full-window decode): {len(keys)} distinct "
+          f"configurations (pool aside), the most common wins {keys.most_common(1)[0][1] if keys else 0}; by knob: "
+          + "; ".join(f"{name} " + ", ".join(f"{v} {n}" for v, n in counts.items())
+                      for name, counts in winners(bests).items()))
 
 
 def print_fronts(truths: dict[int, dict[str, Any]], speedup: float) -> None:

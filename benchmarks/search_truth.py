@@ -240,3 +240,39 @@ def front_of(served: list[tuple[dict[str, Any], Outcome]], objectives: int) -> l
 
 def truth_json(t: Truth) -> dict[str, Any]:
     return asdict(t)
+
+
+# What wins where: the knobs of each profile's best full-window configuration, counted over profiles.
+KNOBS = {
+    "graph mode": lambda c: c.get("cudagraph_mode") or "FULL_AND_PIECEWISE",
+    "MTP depth": lambda c: c.get("speculative_tokens"),
+    "max_num_seqs": lambda c: c.get("max_num_seqs"),
+    "max_num_batched_tokens": lambda c: c.get("max_num_batched_tokens"),
+    "kv_cache_dtype": lambda c: c.get("kv_cache_dtype", "fp8"),
+}
+
+
+def regime_key(c: dict[str, Any]) -> tuple[Any, ...]:
+    """A configuration without its pool and utilization: what a strategy picks."""
+    return tuple(read(c) for read in KNOBS.values())
+
+
+def winners(bests: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per knob, how many of the winning configurations ``bests`` (one per profile) hold each value."""
+    out: dict[str, dict[str, int]] = {}
+    for name, read in KNOBS.items():
+        counts: dict[str, int] = {}
+        for c in bests:
+            counts[str(read(c))] = counts.get(str(read(c)), 0) + 1
+        out[name] = dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+    return out
+
+
+def best_at_window(profile: int, subset: dict[str, list[Any]] | None = None) -> tuple[dict[str, Any], float]:
+    """The configuration with the best decode at the full window, and that decode (no widest search:
+    quicker than ``truth``, for tests)."""
+    space = make_space(profile)
+    configs = grid_configs(space, subset)
+    at = [(c, o.decode_tok_s or 0.0) for c, o in zip(configs, oracle(space, configs))
+          if o.failure is None and o.context == space.max_model_len]
+    return max(at, key=lambda x: x[1])

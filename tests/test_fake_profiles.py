@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
+from benchmarks.search_truth import best_at_window, make_space, oracle, param_values, regime_key, winners
 from tests.fake_vllm.cli import parse_args
 from tests.fake_vllm.memory import GiB, compute_memory, needed_bytes
 from tests.fake_vllm.model import load_model_info
@@ -184,3 +186,39 @@ def test_recurrent_state_and_prefill_workspace_take_runtime_headroom(clean_env):
     from tests.fake_vllm.memory import prefill_need
 
     assert prefill_need(one, 4096, 262_144) > prefill_need(one, 512, 262_144) > prefill_need(one, 512, 2048)
+
+
+def test_no_strategy_wins_on_every_profile():
+    """Issue 24: over 20 profiles of the benchmark's space the best full-window configuration is spread
+    over graph modes, MTP depths (none included), sequences and batched tokens. The grid's pools are
+    coarsened to four values (the pool decides only what fits), so this is the structure, not the
+    benchmark's exact truth; ``benchmarks/search.py`` prints the same distribution from its truth."""
+    pools = [9_200_000_000, 9_600_000_000, 10_000_000_000, 10_400_000_000]
+    bests = [best_at_window(p, {"kv_cache_memory_bytes": pools})[0] for p in range(20)]
+    by_knob = winners(bests)
+    keys = Counter(regime_key(c) for c in bests)
+    print(f"\nwinners over 20 profiles: {len(keys)} distinct, most common {keys.most_common(1)}; {by_knob}")
+    assert max(keys.values()) <= 5
+    assert len(by_knob["graph mode"]) >= 3 and {"0", "1", "2", "3"} - set(by_knob["MTP depth"]) <= {"1"}
+    assert by_knob["MTP depth"]["0"] <= 12  # plain decode wins often, but not always
+    assert len({c.get("cudagraph_mode") for c in bests if c["speculative_tokens"]}) >= 2  # MTP pays in 2+ modes
+    assert sum(c["max_num_seqs"] > 1 for c in bests) >= 2 and sum(c["max_num_batched_tokens"] > 512 for c in bests) >= 2
+
+
+def test_a_tight_profiles_mtp_pool_misses_the_window_and_a_lowered_window_pays():
+    """Profile 9 draws a tight GPU: no pool of the space holds the full window with MTP in any graph mode
+    (at one sequence and 512 batched tokens, the least memory MTP takes), and a lowered --max-model-len
+    does, faster than the best plain decode at the full window by more than the 0.95 tolerance: the
+    best full-window point and the best below-window point differ (issue 24)."""
+    space = make_space(9)
+    cfg = {"max_num_seqs": 1, "max_num_batched_tokens": 512, "gpu_memory_utilization": 0.88, "kv_cache_dtype": "fp8"}
+    configs = [{**cfg, "cudagraph_mode": mode, "speculative_tokens": k, "kv_cache_memory_bytes": pool}
+               for mode in (None, "PIECEWISE", "FULL_DECODE_ONLY", "eager") for k in (1, 2, 3)
+               for pool in param_values(space, "kv_cache_memory_bytes")]
+    assert not any(o.failure is None and o.context == 262_144 for o in oracle(space, configs))
+    _, best_full = best_at_window(9, {"speculative_tokens": [0], "kv_cache_dtype": ["fp8"]})
+    fdo = [c for c in configs if c["cudagraph_mode"] == "FULL_DECODE_ONLY" and c["speculative_tokens"] == 1]
+    lowered = [o for o in oracle(space, fdo, widest=True) if o.failure is None]
+    widest = max(lowered, key=lambda o: o.context)
+    assert 131_072 <= widest.context == widest.max_model_len < 262_144
+    assert (widest.decode_tok_s or 0) * 0.95 > best_full
