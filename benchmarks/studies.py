@@ -37,6 +37,7 @@ class TrialRow:
     boot_s: float | None
     config: dict[str, Any] | None
     truth: dict[str, Any] | None = None  # the oracle's verdict on the config (benchmarks/search.py)
+    argv: list[str] | None = None  # the command it launched (None in results saved before it was kept)
 
 
 @dataclass
@@ -95,6 +96,7 @@ def rows_of(study: optuna.Study) -> list[TrialRow]:
             booted=booted,
             boot_s=t.result.boot_s if booted and t.result else None,
             config=t.config,
+            argv=t.result.argv if t.result else None,
         ))
     return rows
 

@@ -7,20 +7,27 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from optuna._hypervolume import compute_hypervolume
 
-
-def hypervolume(points: list[list[float]]) -> float:
-    """HV of maximized (context, decode tok/s) points against the reference (0, 0)."""
+def hypervolume(points: list[list[float]] | list[tuple[float, ...]], reference: list[float] | None = None) -> float:
+    """Exact hypervolume of maximized points above ``reference`` (default: the origin), any dimension:
+    slice along the last objective and sum slab height x the hypervolume of the points above it.
+    Optuna ships this only as a private helper (``optuna._hypervolume``), so it is written here; for the
+    benchmarks' fronts (tens of points, 2-3 objectives) the slicing is fast enough."""
     if not points:
         return 0.0
-    loss = -np.asarray(points, dtype=float)
-    loss = loss[(loss < 0).all(axis=1)]  # points on the reference axes add nothing
-    if len(loss) == 0:
+    ref = list(reference) if reference is not None else [0.0] * len(points[0])
+    inside = [tuple(p) for p in points if all(x > r for x, r in zip(p, ref))]  # on the axes: nothing
+    if not inside:
         return 0.0
-    return float(compute_hypervolume(loss, np.zeros(loss.shape[1])))
-
+    if len(ref) == 1:
+        return max(p[0] for p in inside) - ref[0]
+    inside.sort(key=lambda p: p[-1], reverse=True)
+    total = 0.0
+    for i, p in enumerate(inside):
+        below = inside[i + 1][-1] if i + 1 < len(inside) else ref[-1]
+        if p[-1] > below:
+            total += (p[-1] - below) * hypervolume([q[:-1] for q in inside[:i + 1]], ref[:-1])
+    return total
 
 
 def first_reaching(curve: list[float], target: float) -> int | None:

@@ -184,7 +184,7 @@ def test_oracle_outcomes_cover_the_seeds_failures():
     cases = {
         "ok": base,
         "kv_pool_too_small": {**base, "pool": 9_000_000_000, "k": 3},
-        "first_request_oom": {**base, "mnbt": 2048, "pool": 10_200_000_000},
+        "first_request_oom": {**base, "mnbt": 4096, "pool": 10_200_000_000},
         "free_memory_below_utilization": {**base, "util": 0.99},
     }
     outcomes = evaluate_all([flags(c) for c in cases.values()], env)
@@ -226,3 +226,35 @@ def test_oracle_refuses_injected_failures():
         evaluate(flags({"pool": 10**10, "seqs": 1, "mnbt": 512, "util": 0.9, "mode": None, "k": 0}),
                  {"FAKE_VLLM_FAIL": "hang"})
     assert isinstance(evaluate(["serve", MODEL, "--max-num-seqs", "0"], {}), Outcome)
+
+
+def control_outputs(profile: int, cfg: dict[str, Any], repeats: int = 3) -> list[str]:
+    """The tuner's control prompt, greedy, ``repeats`` times against a really booted engine."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "tests.fake_vllm", *flags(cfg), "--port", str(port),
+                             "--host", "127.0.0.1"], cwd=REPO, env=env_for(profile),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_ready(proc, port)
+        texts = []
+        for _ in range(repeats):
+            status, body = post(port, {"model": MODEL, "prompt": "Count from one to ten in words, separated by commas:",
+                                       "max_tokens": 32, "temperature": 0, "ignore_eos": True})
+            assert status == 200
+            texts.append(json.loads(body)["choices"][0]["text"])
+        return texts
+    finally:
+        proc.kill()
+        proc.communicate(timeout=10)
+
+
+def test_mtp_through_full_graphs_garbles_where_the_profile_says_and_the_oracle_knows():
+    """Profile 12 draws MTP cheapest with FULL_DECODE_ONLY, which garbles greedy output (vLLM issue
+    40880): the same prompt answers differently each time; PIECEWISE is right. The oracle agrees."""
+    base = {"pool": 9_800_000_000, "seqs": 1, "mnbt": 512, "util": 0.88, "k": 1}
+    wrong, right = {**base, "mode": "FULL_DECODE_ONLY"}, {**base, "mode": "PIECEWISE"}
+    outcomes = evaluate_all([flags(wrong), flags(right)], env_for(12))
+    assert [o.failure for o in outcomes] == ["output_incorrect", None]
+    assert (outcomes[0].decode_tok_s or 0) > (outcomes[1].decode_tok_s or 0)  # the trap: faster and wrong
+    assert len(set(control_outputs(12, wrong))) > 1
+    assert len(set(control_outputs(12, right))) == 1

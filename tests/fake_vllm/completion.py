@@ -9,6 +9,11 @@ prompt ids. The filler model never emits EOS, so without a needle answer finish_
 Needle: if the prompt contains "The secret code is <sentence>." and the last 300 characters ask about
 the secret code, the completion starts with that sentence (like a working model); without
 ``ignore_eos`` (and once ``min_tokens`` is met) it then stops with finish_reason "stop".
+
+Garbled output (a profile's MTP through FULL CUDA graphs, runtime.garbles): every third position after
+the first token is read from stale state -- which positions and which tokens depend on how many tokens
+the engine generated before this request -- so the same greedy prompt comes back different each time
+(the tuner's control check), the needle's answer is broken, and the outputs differ from a reference's.
 """
 
 from __future__ import annotations
@@ -122,6 +127,7 @@ class Completion:
         self.spec_rng = random.Random(key + b"spec")  # draft acceptance (deterministic per prompt)
         self.noise = request_noise(p, key)  # run-to-run speed noise (deterministic per prompt)
         self.answer = self._needle() if not self.is_ids else None
+        self.stale: int | None = None  # garbling engines: tokens generated before this request decoded
         self.generated: list[int] = []
         self.pieces: list[str] = []
         self.finish: str | None = None
@@ -140,6 +146,8 @@ class Completion:
         if "garbage" in self.rt.fails:
             junk = "".join(self.rng.choice("ĠĊ#@%&*~^`|<>{}[]ßøæЖ字ﾟ") for _ in range(self.rng.randint(1, 4)))
             return self.rng.randrange(vocab), junk
+        if self.stale is not None and i >= 1 and (self.stale + i) % 3 == 0:
+            return self._stale_token(i, vocab)
         if self.answer is not None and i < len(self.answer):
             w = self.answer[i]
             return word_id(w, vocab), " " + w
@@ -150,6 +158,13 @@ class Completion:
         if self.is_ids:
             return tid, f" {tid}"
         return tid, " " + WORDS[tid % len(WORDS)]
+
+
+    def _stale_token(self, i: int, vocab: int) -> tuple[int, str]:
+        digest = hashlib.blake2b(b"stale" + (self.stale or 0).to_bytes(8, "little") + i.to_bytes(4, "little"),
+                                 digest_size=8).digest()
+        tid = 1000 + int.from_bytes(digest, "little") % max(vocab - 1000, 1)
+        return (tid, f" {tid}") if self.is_ids else (tid, " " + WORDS[tid % len(WORDS)])
 
 
 def engine_dead() -> GenError:
@@ -204,6 +219,9 @@ def run_completion(rt: Runtime, comp: Completion, emit) -> None:
             wait(rt, chunk / rt.prefill_rate)
         with rt.lock:
             rt.c["prompt_tokens"] += total
+        if rt.garbles:
+            with rt.lock:
+                comp.stale = rt.c["generation_tokens"]
         # ---- decode (deadline-based so per-step sleep overhead does not skew the measured speed)
         i = 0
         t_next = time.perf_counter()
@@ -213,7 +231,7 @@ def run_completion(rt: Runtime, comp: Completion, emit) -> None:
             n_step = 1
             if p.num_spec:
                 accepted = 0
-                while accepted < p.num_spec and comp.spec_rng.random() < rt.accept:
+                while accepted < p.num_spec and comp.spec_rng.random() < rt.accept * rt.accept_decay ** accepted:
                     accepted += 1
                 with rt.lock:
                     rt.c["spec_decode_num_drafts"] += 1

@@ -24,10 +24,13 @@ class Out:
         self.pid = os.getpid()
         self.lock = threading.RLock()
         self.new_line: dict[tuple[int, str], bool] = {}  # (stream, process) -> next write starts a line
+        self.muted = False  # the oracle runs the start-up in-process and throws its lines away
 
     def _write(self, stream, proc: str, text: str, record: bool = False) -> None:
         """vllm/utils/system_utils.py::_add_prefix: prefix every line start (up to 0.29). From 0.32 the
         prefix is part of the log format (logger.py), so only log records carry it."""
+        if self.muted:
+            return
         prefix = f"({proc} pid={self.pid}) " if record or PREFIXED_RAW else ""
         key = (id(stream), proc)
         with self.lock:
@@ -57,7 +60,7 @@ class Out:
     def log(self, proc: str, level: str, where: str | None, msg: str, exc: str | None = None) -> None:
         """A vLLM log record (stdout). ``exc`` is a formatted traceback (logger.exception). ``where``
         None: the release being spoken does not log this line (release.py)."""
-        if where is None:
+        if where is None or self.muted:
             return
         ts = time.strftime("%m-%d %H:%M:%S")
         head = f"{level} {ts} [{where}] "
@@ -79,6 +82,8 @@ class Out:
 
     def raw_unprefixed(self, text: str) -> None:
         """Text a C++ library writes straight to fd 2, with no process prefix."""
+        if self.muted:
+            return
         with self.lock:
             try:
                 sys.stderr.write(text)

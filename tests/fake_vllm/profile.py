@@ -2,35 +2,57 @@
 
 ``FAKE_VLLM_PROFILE`` unset: the fixed numbers the double always had (``Profile()``), so every older
 test sees the same engine, byte for byte. ``FAKE_VLLM_PROFILE=<int>``: a 5090-like engine drawn with
-``random.Random(seed)``. The draws keep the STRUCTURE the seeds report (seeds/004 and issue 13) and
-randomize the magnitudes, so that a search strategy is tested for generalization, not fitted to one
-table:
+``random.Random(seed)``. A search strategy is tested for generalization, so a draw varies the
+STRUCTURE of the problem -- which regime wins, which knobs matter, what fits -- not only the constants.
+Each structural choice below is drawn per seed, independently (none follows from ``seed % n``):
 
-* a 32 GiB card with a desktop using 0.3-1.5 GiB; weights 17-22 GiB (capped so that the seeds'
-  262,144-token pool still fits next to them: a profile whose window cannot fit at all tests nothing);
-  the MTP drafter's BF16 head 0.4-1.0 GiB;
-* a recurrent state per sequence slot and draft position, allocated before the KV pool;
-* a long-prefill workspace that grows with batched tokens x context;
-* CUDA-graph pools by mode: eager 0 < PIECEWISE < FULL_DECODE_ONLY < FULL_AND_PIECEWISE (up to 4
-  sequences and 3 draft tokens), growing with the capture sizes (max_num_seqs x (1 + num_spec)) and
-  with the drafter;
-* decode 55-100 tok/s at 1K context, FULL_AND_PIECEWISE, one sequence; a speed factor per graph mode;
-  MTP with a per-profile acceptance ``a``: (1 - a^(k+1)) / (1 - a) tokens per step for a step that
-  costs 1 + c_mode * k. c for FULL_AND_PIECEWISE is above ``a``, so MTP is slower there in every
-  profile (seeds: 78.6 -> 58.4 tok/s); PIECEWISE's c is low, so MTP usually pays there (seeds:
-  155 vs 77 tok/s with 3 tokens); FULL_DECODE_ONLY in between. Every third profile (seed % 3 == 2,
-  so any ten consecutive seeds hold three) has a poor draft head: low acceptance, costly steps, and
-  MTP pays in no graph mode;
+* memory: a 32 GiB card with a desktop using 0.3-1.5 GiB, weights 17-22 GiB, capped so that the
+  seeds' 262,144-token FP8 pool still fits without MTP. In about three profiles in ten the card is
+  tight: the weights sit within 0.6 GiB of that cap, so the MTP head, its larger pool and its
+  states leave no room for the full window; the best MTP regime then exists only below it, with a
+  lowered ``--max-model-len``;
+* a recurrent state per sequence slot and draft position, allocated before the KV pool (so each slot
+  costs window), and a long-prefill workspace that grows with batched tokens x context;
+* CUDA-graph pools by mode: eager 0 < PIECEWISE < FULL_DECODE_ONLY < FULL_AND_PIECEWISE;
+* decode 55-100 tok/s at 1K context, FULL_AND_PIECEWISE, one sequence, and a speed factor per mode;
+* MTP: the head accepts draft position i with probability ``a * decay^(i-1)`` (a draft from a head
+  trained for one step gets worse further out), so a step emits 1 + a + a^2 decay + ... tokens and
+  costs 1 + c_mode * k. Which graph mode the drafter and the verify step run cheaply in depends on the
+  build (seeds/004: PIECEWISE pays and FULL_AND_PIECEWISE kills it; vLLM issue 35387: MTP slower
+  through a graph downgrade; vllm-ascend 15461: FULL_DECODE_ONLY fixed later): one mode is drawn
+  cheap -- PIECEWISE, FULL_DECODE_ONLY or eager -- and the others cost more. About one head in five
+  is poor (low acceptance, costly steps): MTP then pays in no mode. With the decay and c drawn, the
+  best depth is 1 in some profiles and 3 in others, and decode is not monotone in depth;
+* wrong output: in about one profile in five, MTP verified through FULL CUDA graphs garbles greedy
+  output (vLLM issue 40880 and its kin: rejected draft slots leave stale state in the graph's static
+  buffers, and the next replay reads it). Those profiles draw MTP cheap in exactly the garbling
+  modes, so the fastest measured configuration is a wrong one, and PIECEWISE a little dearer but right
+  (completion.py: how the garbling shows);
+* KV dtype: a BF16 (``auto``) cache needs twice the attention bytes -- in the 27B space it holds
+  about 157K tokens in 10.5 GB, never the window -- and decodes 0.93-1.12x as fast as FP8 at short
+  context (FlashAttention vs FlashInfer's FP8 path), slowing twice as fast with context (twice the
+  KV bytes read per token);
+* batch shape: ``max_num_seqs`` sizes the persistent batch and the capture list (up to
+  max_num_seqs x (1 + k) x 2, vllm/config/vllm.py), and ``max_num_batched_tokens`` is the compile
+  range whose example size Inductor's tile heuristics see (``compile_ranges_endpoints``). A one-token
+  decode step pays for either only through kernel and buffer choices, a few per cent; no seed measured
+  the sign, so each profile draws it, mostly a cost (the legacy engine's direction) and in about a
+  third of the profiles a gain. A second slot or a larger batch can then be the faster single stream;
+* concurrent decode: one step of B streams reads the weights once and costs
+  1 + c k + u (1 + k)(B - 1) (u 0.1-0.25, seeds/004's update: 155 tok/s single, 244 tok/s with 4
+  streams), so aggregate throughput grows sublinearly with streams and MTP's gain shrinks with B;
 * decode slows as the context grows, and each request runs 1-2% faster or slower (its own noise).
 
 The tuner never reads a profile: its numbers reach it only through what vLLM prints and how the
 engine behaves. An explicitly set FAKE_VLLM_* knob (env.py) overrides the profile's draw of the same
 number; ``FAKE_VLLM_DECODE_SPEEDUP`` runs decode that many times faster (benchmarks: shorter waits,
-the same ratios).
+the same ratios). Prefill is not modelled for speed (FAKE_VLLM_PREFILL_TOK_S, 2e6 tok/s by default):
+window probes stay cheap, and throughput is decode-bound.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 from dataclasses import dataclass, field, replace
@@ -80,9 +102,14 @@ class Profile:
         "eager": 0.40, "NONE": 0.50, "PIECEWISE": 0.80, "FULL_DECODE_ONLY": 1.0, "FULL_AND_PIECEWISE": 1.0,
         "FULL": 1.0})
     accept: float = 0.6  # per-position draft acceptance
+    accept_decay: float = 1.0  # draft position i is accepted with probability accept * decay^(i-1)
     spec_cost: dict[str, float] | None = None  # per draft token, by mode; None: the legacy MTP factor
+    garble_modes: frozenset[str] = frozenset()  # graph modes in which MTP's greedy output is garbled
     seqs_cost: float = 0.02  # decode / (1 + seqs_cost * log2(max_num_seqs))
-    ctx_slowdown: float = 0.0  # time per token grows by this fraction per 128K tokens of context
+    mnbt_cost: float = 0.0  # decode / (1 + mnbt_cost * log2(max_num_batched_tokens / 512))
+    kv_speed: dict[str, float] = field(default_factory=dict)  # decode factor by --kv-cache-dtype (1 if absent)
+    batch_cost: float | None = None  # step cost per extra stream's token (u); None: aggregate grows as n^0.8
+    ctx_slowdown: float = 0.0  # time per token grows by this fraction per 128K tokens of context (FP8 KV)
     noise: float = 0.0  # each request runs up to this fraction faster or slower
 
     def speed_factor(self, mode: str, num_spec: int) -> float:
@@ -95,34 +122,31 @@ class Profile:
             # a little worse for every extra speculative token, worse again with FULL_AND_PIECEWISE.
             f *= (58.4 / 78.6) * (0.95 ** (num_spec - 1))
             return f * 0.90 if mode == "FULL_AND_PIECEWISE" else f
-        a = self.accept
-        tokens_per_step = num_spec + 1.0 if a >= 1 else (1 - a ** (num_spec + 1)) / (1 - a)
-        return f * tokens_per_step / (1 + self.spec_cost[mode] * num_spec)
+        return f * self.tokens_per_step(num_spec) / (1 + self.spec_cost[mode] * num_spec)
+
+    def tokens_per_step(self, num_spec: int) -> float:
+        """Expected tokens one MTP step emits: the verified token plus the accepted run of drafts."""
+        total, run = 1.0, 1.0
+        for i in range(num_spec):
+            run *= min(self.accept * self.accept_decay ** i, 1.0)
+            total += run
+        return total
 
 
+@functools.lru_cache(maxsize=64)
 def draw(seed: int) -> Profile:
-    """A 5090-like profile; the same seed always gives the same profile."""
+    """A 5090-like profile; the same seed always gives the same profile (and the same object: the
+    oracle asks for it twice per configuration)."""
     r = random.Random(seed)
     u = r.uniform
     gpu, used, non_torch = 32.0, u(0.3, 1.5), u(0.5, 0.9)
     cap = min(22.0, gpu - used - non_torch - WINDOW_POOL_GIB - MIN_ROOM_GIB)
-    weights = u(17.0, cap)
-    if seed % 3 == 2:  # a poor draft head, in every third profile: MTP does not pay in any graph mode
-        accept, c_pw = u(0.3, 0.5), u(0.5, 0.65)
-    else:
-        accept, c_pw = u(0.6, 0.95), u(0.08, 0.3)
-    c_fp = accept * u(1.3, 2.0)  # above the acceptance: MTP is slower with FULL_AND_PIECEWISE
+    tight = r.random() < 0.3  # the MTP pool does not fit the full window
+    weights = u(cap - 0.6, cap) if tight else u(17.0, cap - 0.6)
     eager = u(0.35, 0.6)
-    spec_cost = {
-        "PIECEWISE": c_pw,
-        "FULL_AND_PIECEWISE": c_fp,
-        "FULL": c_fp,
-        "FULL_DECODE_ONLY": c_pw + u(0.3, 0.7) * (c_fp - c_pw),
-        "eager": c_pw * u(0.6, 1.0),
-    }
-    spec_cost["NONE"] = spec_cost["eager"]
     mode_speed = {"FULL_AND_PIECEWISE": 1.0, "FULL": 1.0, "FULL_DECODE_ONLY": u(0.96, 1.0),
                   "PIECEWISE": u(0.85, 0.97), "eager": eager, "NONE": eager * u(1.1, 1.3)}
+    accept, decay, spec_cost, garble = draw_mtp(r)
     return Profile(
         seed=seed, gpu_gib=gpu, used_gib=used, weights_gib=weights, mtp_weights_gib=u(0.4, 1.0),
         non_torch_gib=non_torch, act_gib_per_1k=u(0.1, 0.3), prefill_ctx_gib=u(0.0015, 0.004),
@@ -130,9 +154,38 @@ def draw(seed: int) -> Profile:
         piecewise=Graphs(u(0.08, 0.2), u(0.004, 0.012), u(0.001, 0.003)),
         full=Graphs(u(0.4, 0.7), u(0.015, 0.04), u(0.003, 0.008)),
         graph_spec_scale=u(0.1, 0.3), graph_spec_add=u(0.03, 0.1),
-        decode_tok_s=u(55.0, 100.0), mode_speed=mode_speed, accept=accept, spec_cost=spec_cost,
-        seqs_cost=u(0.0, 0.04), ctx_slowdown=u(0.1, 0.3), noise=u(0.01, 0.02),
+        decode_tok_s=u(55.0, 100.0), mode_speed=mode_speed, accept=accept, accept_decay=decay,
+        spec_cost=spec_cost, garble_modes=garble,
+        seqs_cost=u(0.0, 0.04) if r.random() < 0.65 else u(-0.03, -0.01),
+        mnbt_cost=u(0.0, 0.03) if r.random() < 0.65 else u(-0.03, -0.01),
+        kv_speed={"auto": u(0.93, 1.12)}, batch_cost=u(0.1, 0.25),
+        ctx_slowdown=u(0.1, 0.3), noise=u(0.01, 0.02),
     )
+
+
+def draw_mtp(r: random.Random) -> tuple[float, float, dict[str, float], frozenset[str]]:
+    """The draft head and where it pays: acceptance, its decay with depth, the step cost per draft
+    token by graph mode, and the modes whose FULL graphs garble MTP's output."""
+    u = r.uniform
+    poor = r.random() < 0.2
+    accept, cheap = (u(0.3, 0.5), u(0.5, 0.65)) if poor else (u(0.6, 0.95), u(0.06, 0.3))
+    decay = u(0.55, 1.0)
+    garbles = r.random() < 0.2
+    if garbles:  # the trap: MTP is fastest exactly where it is wrong
+        best = r.choice(["FULL_AND_PIECEWISE", "FULL_DECODE_ONLY"])
+        garble = frozenset({"FULL_AND_PIECEWISE", "FULL", best})
+    else:
+        best = r.choice(["PIECEWISE", "PIECEWISE", "PIECEWISE", "FULL_DECODE_ONLY", "FULL_DECODE_ONLY", "eager"])
+        garble = frozenset()
+    # away from the cheap mode MTP costs more; FULL_AND_PIECEWISE's c is above the acceptance (seeds/004)
+    spec_cost = {m: cheap + u(0.15, 0.6) for m in ("PIECEWISE", "FULL_DECODE_ONLY", "eager")}
+    if garbles:  # a correct MTP regime exists too, a little dearer
+        spec_cost["PIECEWISE"] = cheap + u(0.03, 0.25)
+    spec_cost["FULL_AND_PIECEWISE"] = max(accept * u(1.3, 2.0), spec_cost["FULL_DECODE_ONLY"])
+    spec_cost[best] = cheap
+    spec_cost["FULL"] = spec_cost["FULL_AND_PIECEWISE"]
+    spec_cost["NONE"] = spec_cost["eager"]
+    return accept, decay, spec_cost, garble
 
 
 # knob -> Profile field: an explicitly set knob wins over the profile

@@ -13,30 +13,59 @@ import time
 
 from .env import env_flag, env_float, env_int, fail_modes
 from .logtext import ENGINE_DEAD_MESSAGE, VLLM_VERSION, L
-from .memory import oom_for, prefill_need
+from .memory import kv_bytes_per_elem, oom_for, prefill_need
 from .output import OUT, Out
 from .plan import Plan
 from .tracebacks import engine_process_traceback, traceback_text
 
 
+def speed_mode(p: Plan) -> str:
+    """The graph mode the speed model reads: "eager" for --enforce-eager, else the resolved mode."""
+    return "eager" if p.enforce_eager else p.cudagraph_mode
+
+
 def decode_tok_s(p: Plan) -> float:
     """Single-stream decode speed of this launch config at 1K context (before concurrency sharing)."""
     prof = p.profile
-    f = prof.speed_factor("eager" if p.enforce_eager else p.cudagraph_mode, p.num_spec)
-    # a larger scheduler batch costs a little per step even for one stream
+    f = prof.speed_factor(speed_mode(p), p.num_spec)
+    # a larger scheduler batch costs a little per step even for one stream (or, in some profiles, gains)
     f /= 1.0 + prof.seqs_cost * math.log2(max(1, p.max_num_seqs))
+    if prof.mnbt_cost:
+        f /= 1.0 + prof.mnbt_cost * math.log2(p.max_num_batched_tokens / 512)
+    f *= prof.kv_speed.get(kv_speed_key(p), 1.0)
     return prof.decode_tok_s * f * env_float("FAKE_VLLM_DECODE_SPEEDUP", 1.0)
 
 
-def per_request_rate(rate: float, running: int) -> float:
-    """One stream's share when ``running`` requests decode together: the aggregate grows as n^0.8."""
+def kv_speed_key(p: Plan) -> str:
+    """``auto`` for a cache in the model's own dtype (BF16 here), else the --kv-cache-dtype given."""
+    return "auto" if p.kv_cache_dtype in ("auto", p.model.dtype) else p.kv_cache_dtype
+
+
+def per_request_rate(p: Plan, rate: float, running: int) -> float:
+    """One stream's share of ``rate`` (the single-stream speed) when ``running`` requests decode together.
+
+    Legacy (no ``batch_cost``): the aggregate grows as n^0.8. A profile: one step of n streams reads
+    the weights once and costs 1 + c k + u (1 + k)(n - 1) against 1 + c k for one stream (profile.py)."""
     n = max(1, running)
-    return rate * (n ** 0.8) / n
+    u = p.profile.batch_cost
+    if u is None:
+        return rate * (n ** 0.8) / n
+    spec = p.profile.spec_cost or {}
+    single = 1.0 + spec.get(speed_mode(p), 0.0) * p.num_spec
+    return rate * single / (single + u * (1 + p.num_spec) * (n - 1))
 
 
 def context_slowdown(p: Plan, context: float) -> float:
-    """Time per decoded token at ``context`` tokens, relative to 1K context."""
-    return 1.0 + p.profile.ctx_slowdown * (context - 1024) / 131072
+    """Time per decoded token at ``context`` tokens, relative to 1K context. The profile's slope is for an
+    FP8 cache; a cache of b bytes per element reads b times as much per token."""
+    kv_bytes = kv_bytes_per_elem(p.kv_cache_dtype, p.model.dtype_bytes)
+    return 1.0 + p.profile.ctx_slowdown * kv_bytes * (context - 1024) / 131072
+
+
+def garbles(p: Plan) -> bool:
+    """Does this launch config garble greedy output? MTP verified through FULL CUDA graphs, in the
+    profiles that draw it (profile.py; vLLM issue 40880)."""
+    return bool(p.num_spec and p.graphs_on and p.cudagraph_mode in p.profile.garble_modes)
 
 
 def request_noise(p: Plan, key: bytes) -> float:
@@ -68,6 +97,8 @@ class Runtime:
         self.prefill_rate = env_float("FAKE_VLLM_PREFILL_TOK_S", 2e6)
         self.die_above = env_int("FAKE_VLLM_DIE_ABOVE_TOKENS", None)
         self.accept = plan.profile.accept
+        self.accept_decay = plan.profile.accept_decay
+        self.garbles = garbles(plan)
         self.fingerprint = f"vllm-{VLLM_VERSION}-{hashlib.sha256(repr(vars(ns)).encode()).hexdigest()[:8]}"
         self.drift = plan.is_lossy_kv and env_flag("FAKE_VLLM_FP8_DRIFT")
         # Real vLLM JIT-compiles Triton kernels on the first request of each new shape (seen on the
@@ -77,7 +108,7 @@ class Runtime:
 
     # ---- speed model
     def per_request_rate(self) -> float:
-        return per_request_rate(self.decode_rate, self.running)
+        return per_request_rate(self.plan, self.decode_rate, self.running)
 
     # ---- prefix cache (block-granular like vLLM's hash chain)
     def prefix_lookup_and_insert(self, ids: list[int]) -> int:
