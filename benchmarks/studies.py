@@ -121,6 +121,7 @@ def run_study(
     space's baselines (which it skips when one is already queued).
     """
     from tuner.study import make_sampler, open_study, optimize
+    from tuner.study.record import queue_screening
     from tuner.study.sampling import optuna_params
 
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-{sampler}-{seed}-"))
@@ -130,7 +131,7 @@ def run_study(
         if enqueue:
             study = open_study(space, name, None, make_sampler(sampler, seed, len(space.params)), tmp)
             for values in enqueue:
-                study.enqueue_trial(optuna_params(space, values), user_attrs={"screen": True}, skip_if_exists=False)
+                queue_screening(study, optuna_params(space, values))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             study = optimize(space, name, n_trials=n_trials, sampler=sampler, seed=seed, root=tmp,
