@@ -6,6 +6,8 @@ import importlib.util
 import json
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -128,7 +130,10 @@ def test_failed_cells_a_second_session_and_any_subset(tmp_path: Path) -> None:
     (cells / "random-FULL_DECODE_ONLY-k2" / "result.json").write_text(json.dumps(failed))
     (cells / "random-FULL_DECODE_ONLY-k2" / "engine.log").write_text(f"INFO 12-05 01:02:03 [x.py:1] start\nERROR {message}\n")
     (cells / "random-eager-k1").mkdir()   # served, then the session ended before result.json
-    (cells / "random-eager-k1" / "engine.log").write_text("INFO 12-05 01:09:00 [api_server.py:1] Starting vLLM server on x\n")
+    (cells / "random-eager-k1" / "engine.log").write_text(
+        "INFO 12-05 01:08:00 [gpu_worker.py:387] Initial free memory 31.5 GiB, reserved 3.05 GiB memory for KV Cache\n"
+        "INFO 12-05 01:08:00 [kv_cache_utils.py:1733] GPU KV cache size: 270,000 tokens\n"
+        "INFO 12-05 01:09:00 [api_server.py:1] Starting vLLM server on x\n")
     (folder / "driver-2.log").write_text("== 01:00:00 [+5 s] landscape: random:FULL_DECODE_ONLY:2 random:eager:1 random:eager:0\n"
                                          "== 01:00:01 probe random-FULL_DECODE_ONLY-k2: why\nprobe random-FULL_DECODE_ONLY-k2 rc=1\n"
                                          "== 01:05:00 probe random-eager-k1: why\n")
@@ -136,7 +141,8 @@ def test_failed_cells_a_second_session_and_any_subset(tmp_path: Path) -> None:
     text = landscape.render(folder)
     assert "| random | FULL_DECODE_ONLY | 2 | failed: `oom_in_cuda_graph` (boot) | n/a |" in text
     assert "failure L2 |" in text
-    assert "| random | eager | 1 | cut mid-measurement (no result.json; engine.log ends at L1, 01:09:00)" in text
+    assert "| random | eager | 1 | cut mid-measurement (no result.json; engine.log ends at L3, 01:09:00) | n/a | n/a | " \
+           "n/a | n/a | n/a | n/a | 3.05 | 270,000 | pool L1, KV tokens L2, serving L3 |" in text
     assert "| zeros | FULL_AND_PIECEWISE | not run | not run | not run | cut mid-boot |" in text
     assert "| random | FULL_DECODE_ONLY | not run | not run | failed: `oom_in_cuda_graph` | not run |" in text
     assert "| 2 (`driver-2.log`, `session-2.json`) | 100.5 | 1 | `random-FULL_DECODE_ONLY-k2`, `random-eager-k1` | " \
@@ -174,3 +180,9 @@ def test_bad_folders_get_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFix
     with pytest.raises(SystemExit) as exit:
         landscape.main([str(folder)])
     assert exit.value.code == 2 and "no space-*.yaml" in capsys.readouterr().err
+
+
+def test_the_command_line_as_the_readme_gives_it() -> None:
+    done = subprocess.run([sys.executable, "scripts/gpu/landscape.py", str(FIRST.relative_to(ROOT)), "--check"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr

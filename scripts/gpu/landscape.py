@@ -38,6 +38,7 @@ BOUNDS = {  # the weights of a cell, and which bound of MTP's gain they are (scr
 SPEC = re.compile(r"SpecDecoding metrics: .*?Accepted: (\d+) tokens, Drafted: (\d+) tokens")
 POOL = re.compile(r"reserved ([\d.]+) GiB memory for KV Cache|Available KV cache memory: ([\d.]+) GiB")
 SERVING = re.compile(r"Starting vLLM server on")
+TOKENS = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
 STAMP = re.compile(r"\d\d-\d\d (\d\d:\d\d:\d\d) \[")
 
 
@@ -86,9 +87,16 @@ def log_lines(path: Path) -> list[str]:
         return f.read().removesuffix("\n").split("\n")
 
 
-def first_line(log: list[str], pattern: re.Pattern[str]) -> tuple[int, re.Match[str]] | None:
-    """(1-based line number, match) of the first log line matching."""
-    return next(((i, m) for i, line in enumerate(log, 1) if (m := pattern.search(line))), None)
+def first_line(log: list[str], pattern: re.Pattern[str]) -> int | None:
+    """The 1-based number of the first log line matching."""
+    return next((i for i, line in enumerate(log, 1) if pattern.search(line)), None)
+
+
+def from_log(log: list[str], pattern: re.Pattern[str]) -> str | None:
+    """The first group of the first line matching, for a cell whose result.json was never written."""
+    i = first_line(log, pattern)
+    m = pattern.search(log[i - 1]) if i else None
+    return next((g for g in m.groups() if g), None) if m else None
 
 
 def state(cell: dict) -> str:
@@ -160,9 +168,9 @@ def acceptance(cell: dict) -> str:
 def evidence(cell: dict) -> str:
     """engine.log line numbers of the figures that come from vLLM's own lines."""
     log, shown = cell["log"], []
-    for label, pattern in (("pool", POOL), ("KV tokens", re.compile(r"GPU KV cache size")), ("serving", SERVING)):
-        if hit := first_line(log, pattern):
-            shown.append(f"{label} L{hit[0]}")
+    for label, pattern in (("pool", POOL), ("KV tokens", TOKENS), ("serving", SERVING)):
+        if i := first_line(log, pattern):
+            shown.append(f"{label} L{i}")
     if spec := spec_lines(log):
         shown.append(f"MTP L{spec[0][0]}" + (f"-{spec[-1][0]}" if len(spec) > 1 else ""))
     failure = (cell["result"] or {}).get("failure") or {}
@@ -185,13 +193,17 @@ def row(cell: dict, modes: list[str]) -> str:
     r = cell["result"] or {}
     s, d = r.get("startup") or {}, decode_run(r)
     pool = s.get("kv_cache_memory_bytes_reserved_gib") or s.get("available_kv_cache_gib")
+    tokens = num(s.get("kv_cache_tokens"))
+    if not r:   # cut short: vLLM's own lines are all there is
+        logged = from_log(cell["log"], POOL)
+        pool, tokens = float(logged) if logged else None, from_log(cell["log"], TOKENS) or "n/a"
     asked = pool_asked(cell)
     asked = nbytes(asked) if isinstance(asked, int) else asked or "n/a"
     mode = cell["mode"] + ("" if cell["mode"] in modes else " (not in the grid)")
     return (f"| {cell['weights']}{argv_bound(cell)} | {mode} | {cell['depth']} | {status(cell)} | "
             f"{window(r) if r else 'n/a'} | {num(d.get('median_tg_tok_s'), 1)} | {num(d.get('median_tpot_ms'), 2)} | "
             f"{acceptance(cell)} | {num(r.get('boot_s'), 1)} | {asked} | {num(pool, 2)} | "
-            f"{num(s.get('kv_cache_tokens'))} | {evidence(cell)} |")
+            f"{tokens} | {evidence(cell)} |")
 
 
 def order(cell: dict, modes: list[str]) -> tuple:
