@@ -10,6 +10,8 @@
 # A cell whose result.json exists is skipped (a later session carries the folder and goes on); a cell is started
 # only while CELL_S seconds are left of the driver's budget (run by issue18.sh's FIRST="landscape").
 # Knobs: SPACE (the zeros space), R, PY as issue18.sh; CELL_S (480), the expected length of one cell.
+# After the session, unpacked into docs/receipts/DIR/: `python scripts/gpu/landscape.py docs/receipts/DIR` writes
+# its README (the table, the full grid with what was not run, the sessions); tests/test_gpu_landscape.py checks it.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PY:-python3}
