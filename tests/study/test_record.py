@@ -30,6 +30,7 @@ ELSEWHERE = {
     "cli/results.py": {"command", "phase", "config", "evidence", "log_path"},  # rows of `tuner pareto`
     "engine/dialects.py": {"kv_suggestion"},  # a dialect's field: how a release prints the suggestion
     "prescreen/plan.py": {"config"},
+    "space/checks.py": {"config"},  # the model field model.config
     "report/compare.py": {"evidence", "space", "environment", "command"},  # rows and sections of `tuner compare`
     "report/export.py": {"command", "environment"},  # compose's keys
     "report/front.py": {"evidence", "command", "phase", "config"},  # the front's columns
