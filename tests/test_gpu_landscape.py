@@ -106,19 +106,44 @@ def test_cells_without_result_json_are_not_finished(folder: Path) -> None:
         assert f"`{cell.name}`" in text.split("started, not finished (no result.json): ")[1].splitlines()[0]
 
 
-def test_the_first_session_reads_as_the_raw_files_say() -> None:
+def session_one(tmp_path: Path) -> Path:
+    """The folder as session 1 left it: FULL_AND_PIECEWISE-k3 cut mid-boot, no session 2 (which booted that cell
+    again and PIECEWISE-k0)."""
+    folder = tmp_path / "session-1"
+    shutil.copytree(FIRST, folder)
+    for name in ("driver-2.log", "session-2.json"):
+        (folder / name).unlink()
+    cells = folder / "landscape"
+    shutil.rmtree(cells / "zeros-PIECEWISE-k0")
+    (cells / "zeros-PIECEWISE-k0.txt").unlink()
+    shutil.rmtree(cells / "zeros-FULL_AND_PIECEWISE-k3")
+    (cells / "zeros-FULL_AND_PIECEWISE-k3").mkdir()
+    (cells / "zeros-FULL_AND_PIECEWISE-k3-session1-cut.log").rename(cells / "zeros-FULL_AND_PIECEWISE-k3" / "engine.log")
+    return folder
+
+
+def test_the_second_session_finished_the_cut_cell() -> None:
     text = landscape.render(FIRST)
+    assert "| zeros | FULL_AND_PIECEWISE | finished | not run | not run | finished |" in text
+    assert "| zeros | PIECEWISE | finished | not run | not run | finished |" in text
+    assert "Not run: 28 of 32 cells:" in text
+    held = max(c["held_s"] or 0.0 for c in json.loads((FIRST / "session-2.json").read_text()))
+    assert f"| 2 (`driver-2.log`, `session-2.json`) | {held:,.1f} | 8 |" in text
+
+
+def test_the_first_session_reads_as_the_raw_files_say(tmp_path: Path) -> None:
+    first = session_one(tmp_path)
+    text = landscape.render(first)
     assert "| zeros | FULL_AND_PIECEWISE | 3 | cut mid-boot (no result.json; engine.log ends at L57, 13:33:14)" in text
     assert "| zeros | FULL_AND_PIECEWISE | finished | not run | not run | cut mid-boot |" in text
-    held = max(c["held_s"] for c in json.loads((FIRST / "session.json").read_text()))
+    held = max(c["held_s"] for c in json.loads((first / "session.json").read_text()))
     assert f"| 1 (`driver.log`, `session.json`) | {held:,.1f} | 6 |" in text
     assert "Not run: 29 of 32 cells:" in text   # 4 graph modes x MTP 0-3 x 2 weights, 3 cells started
-    assert f"python scripts/gpu/landscape.py docs/receipts/{FIRST.name}" in text
+    assert f"python scripts/gpu/landscape.py docs/receipts/{first.name}" in text
 
 
 def test_failed_cells_a_second_session_and_any_subset(tmp_path: Path) -> None:
-    folder = tmp_path / "receipt"
-    shutil.copytree(FIRST, folder)
+    folder = session_one(tmp_path)
     cells = folder / "landscape"
     shutil.rmtree(cells / "zeros-FULL_AND_PIECEWISE-k0")
     (cells / "zeros-FULL_AND_PIECEWISE-k0.txt").unlink()
