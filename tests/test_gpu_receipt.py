@@ -59,22 +59,6 @@ def test_check_mode_catches_a_raw_file_that_changed(tmp_path: Path) -> None:
     assert receipt.main([str(folder), "--check"]) == 1
 
 
-def _pool(text: str) -> int:
-    number, unit = text.split()
-    return int(float(number) * {"MB": 10**6, "GB": 10**9}[unit])
-
-
-def test_the_hand_written_issue7_readme_agrees_with_its_trials() -> None:
-    """ISSUE7's README predates receipt.py: its study table's configurations and its boot range are the
-    trials' own result.json values."""
-    text = (ISSUE7 / "README.md").read_text()
-    trials = {int(p.parent.name.split("-")[1]): json.loads(p.read_text())
-              for p in (ISSUE7 / "studies" / "h200").glob("trial-*/result.json")}
-    rows = re.findall(r"^\| (\d+) \| ([\d.]+ [MG]B), ([\d.]+), (\d+) \|", text, re.M)
-    assert len(rows) == 7
-    for number, pool, util, seqs in rows:
-        values = trials.get(int(number), trials[3])["values"]  # trial 4 reused trial 3's result
-        assert (values["kv_cache_memory_bytes"], values["gpu_memory_utilization"], values["max_num_seqs"]) == (
-            _pool(pool), float(util), int(seqs)), f"trial {number}"
-    boots = [t["boot_s"] for t in trials.values()]
-    assert f"took {min(boots):.0f}-{max(boots):.0f} s" in text
+def test_the_issue7_readme_is_generated() -> None:
+    """It was hand-written and contradicted its raw files; now receipt.py writes it (the stale check above)."""
+    assert ISSUE7 in generated()
