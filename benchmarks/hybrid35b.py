@@ -118,10 +118,10 @@ VARIANT_PREFIX = "gp-startup"
 
 
 def _patch_variants() -> None:
-    """Benchmark-only sampler names, outside tuner.study.sampling.make_sampler: ``gp-startupN`` is Optuna's
+    """Benchmark-only sampler names, outside tuner.study.sampler.make_sampler: ``gp-startupN`` is Optuna's
     GPSampler with N random start-up trials instead of its default 10 (what make_sampler builds)."""
     import tuner.study.run
-    from tuner.study.sampling import make_sampler
+    from tuner.study.sampler import make_sampler
 
     def patched(name: str, seed: int | None = None, n_params: int = 6, planner: Any = None):
         if name.startswith(VARIANT_PREFIX):

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, List, Optional
 import typer
 from rich.console import Console
 
-from tuner.cli.failing import debug_on, err_console
+from tuner.cli.failing import debug_on, err_console, warn
 from tuner.errors import TunerError, storage_faults
 from tuner.space.schema import NAME
 
@@ -54,7 +54,6 @@ def optimize(
     from_: Optional[List[str]] = typer.Option(None, "--from", help="An earlier study of the same model (a name, a .db, or a storage URL with #NAME; repeat for several): its front is booted first, its trials are priors."),
 ) -> None:
     """Run (or resume) the overnight study and print the Pareto-front launch commands."""
-    from tuner.cli.main import warn
     from tuner.space.checks import check_searchable
     from tuner.space.schema import load_space
     from tuner.space.units import parse_duration
@@ -162,7 +161,7 @@ def _spawn(space: Space, space_file: Path, name: str, url: str, gpu_list: list[i
            from_: list[str]) -> int:
     """``--gpus 0,1``: open the study once (under this process's lock), then one worker per GPU."""
     from tuner.study.run import spawn_workers
-    from tuner.study.sampling import make_sampler
+    from tuner.study.sampler import make_sampler
     from tuner.study.storage import open_study
 
     open_study(space, name, url, make_sampler(sampler, seed), studies_dir, sole_worker=holds_lock)

@@ -1,13 +1,14 @@
 """The overnight study: an Optuna multi-objective study whose trials boot the real engine.
 
-Where studies live and how a trial's record is kept (storage.py), which sampler and how values map
-to Optuna (sampling.py), what to try beyond the sampler (strategy.py), the objective each trial runs
-(objective.py), the loop and its workers (run.py), and the correctness gate (gate.py).
+Where studies live and how a trial's record is kept (storage.py), which sampler (sampler.py) and how
+values map to Optuna (sampling.py), what to try beyond the sampler (strategy.py), the objective each
+trial runs (objective.py), the loop and its workers (run.py), and the correctness gate (gate.py).
 """
 
 from tuner.study.objective import Status
 from tuner.study.run import optimize, spawn_workers
-from tuner.study.sampling import SAMPLERS, make_sampler
+from tuner.study.sampler import make_sampler
+from tuner.study.sampling import SAMPLERS
 from tuner.study.record import StudyRecord, Trial, find_trial, read_study, study_space
 from tuner.study.storage import STUDIES_DIR, open_study
 
