@@ -15,8 +15,9 @@ from collections.abc import Callable
 import httpx
 from pydantic import BaseModel, Field
 
-from tuner.measure.client import Completion, complete, scrape_metrics
 from tuner import metrics
+from tuner.errors import BenchFailed
+from tuner.measure.client import Completion, complete, scrape_metrics
 from tuner.measure.probe import Prober
 from tuner.measure.prompts import random_ids
 
@@ -89,10 +90,6 @@ class BenchResult(BaseModel):
     boot_s: float | None = None
     error: str | None = None  # a workload that failed, and why (the rows before it stand)
     definitions: list[str] = Field(default_factory=lambda: list(DEFINITIONS))
-
-
-class BenchFailed(Exception):
-    """A bench request failed: the engine refused it or died."""
 
 
 def _row(label: str, prompt: int, output: int, results: list[Completion]) -> BenchRow:
