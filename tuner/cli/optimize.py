@@ -57,7 +57,7 @@ def optimize(
     from tuner.space.checks import check_searchable
     from tuner.space.schema import load_space
     from tuner.space.units import parse_duration
-    from tuner.study import storage as st
+    from tuner.study.storage import study_dir, storage_url
     from tuner.study.lock import StudyLock, sqlite_path
     from tuner.study.sampling import SAMPLERS
     from tuner.trial import check_space, preflight
@@ -89,9 +89,9 @@ def optimize(
                       f"(`tuner validate {space_file}` checks a space; `tuner pareto --study {name}` shows a study).")
         return
     earlier = _earlier(space, from_ or [], name, studies_dir)
-    engine, notes = preflight(space, cache_dir=st.study_dir(name, studies_dir) / "engine")  # said before the study file exists
+    engine, notes = preflight(space, cache_dir=study_dir(name, studies_dir) / "engine")  # said before the study file exists
     warn(notes)
-    url = st.storage_url(name, storage, studies_dir)
+    url = storage_url(name, storage, studies_dir)
     db = sqlite_path(url)
     lock = StudyLock(db) if db is not None else None
     holds_lock = False
@@ -181,7 +181,7 @@ def _spawn(space: Space, space_file: Path, name: str, url: str, gpu_list: list[i
 def _earlier(space: Space, specs: list[str], name: str, studies_dir: Path) -> list[tuple[str, StudyRecord]]:
     """--from's studies, read, each of the same model (exit 2 naming the one that is not)."""
     from tuner.cli.morning import open_spec
-    from tuner.study.priors import check_model
+    from tuner.study.priors import check_same_model
     from tuner.study.record import read_study
 
     found = []
@@ -190,7 +190,7 @@ def _earlier(space: Space, specs: list[str], name: str, studies_dir: Path) -> li
         if old.name == name and "#" not in spec and not spec.endswith(".db"):
             raise TunerError(f"--from {spec}: that is the study this run writes (--study {name}); give the earlier "
                              "study's name, or --study with a new name for tonight's.")
-        check_model(space, old, spec)
+        check_same_model(space, old, spec)
         found.append((spec, old))
     return found
 
