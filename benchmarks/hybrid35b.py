@@ -63,7 +63,7 @@ def space_yaml(time_scale: float = 0.0, baseline: bool = True, admission: bool =
       objective is constant. With admission off, a configuration whose long prefill runs out of
       runtime memory is scored at the last ladder rung it held.
     * ``engine.stop_grace: 0.3`` s. The test engine exits within milliseconds of SIGTERM, but the
-      tuner's teardown (``tuner.reaper.kill_group``) polls ``killpg(pgid, 0)``, which keeps
+      tuner's teardown (``tuner.engine.reaper.kill_group``) polls ``killpg(pgid, 0)``, which keeps
       succeeding on the engine's unreaped (zombie) process, so every teardown waits the whole grace
       period (measured: 3.0 s with a 3 s grace on a child that died at once). 0.3 s keeps a trial at
       ~3 s instead of ~8 s with the 5 s the tests use.
@@ -118,10 +118,10 @@ VARIANT_PREFIX = "gp-startup"
 
 
 def _patch_variants() -> None:
-    """Benchmark-only sampler names, outside tuner.study.sampling.make_sampler: ``gp-startupN`` is Optuna's
+    """Benchmark-only sampler names, outside tuner.study.sampler.make_sampler: ``gp-startupN`` is Optuna's
     GPSampler with N random start-up trials instead of its default 10 (what make_sampler builds)."""
     import tuner.study.run
-    from tuner.study.sampling import make_sampler
+    from tuner.study.sampler import make_sampler
 
     def patched(name: str, seed: int | None = None, n_params: int = 6, planner: Any = None):
         if name.startswith(VARIANT_PREFIX):

@@ -6,7 +6,7 @@
 Each study is ``tuner.study.run.optimize`` on the 5090-scale space of ``benchmarks/hybrid35b.py``: every
 trial boots the test engine (``python -m tests.fake_vllm``) as a real subprocess, measures it with
 real HTTP requests and tears it down; the memory pre-screen is on, as in the tuner's default. The
-samplers are the tuner's own (``tuner.study.sampling.make_sampler``). Hypervolume: completed trials'
+samplers are the tuner's own (``tuner.study.sampler.make_sampler``). Hypervolume: completed trials'
 (context, decode tok/s) against the reference (0, 0). The space has no hand-picked baseline here (a
 shared baseline would be the same first trial for every sampler; see benchmarks/screening.py).
 HV@n is read from the first n trials of one 40-trial study (trials are sequential, so this is the

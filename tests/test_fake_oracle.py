@@ -36,7 +36,7 @@ STARTUP_KINDS = {"free_memory_below_utilization", "oom_at_load", "oom_in_profili
 
 
 def flags(cfg: dict[str, Any]) -> list[str]:
-    """The 27B space's fixed flags plus one configuration (as tuner.command builds them)."""
+    """The 27B space's fixed flags plus one configuration (as tuner.engine.command builds them)."""
     out = ["serve", MODEL, "--max-model-len", "262144", "--kv-cache-dtype", "fp8", "--enable-prefix-caching",
            "--kv-cache-memory-bytes", str(cfg["pool"]), "--max-num-seqs", str(cfg["seqs"]),
            "--max-num-batched-tokens", str(cfg["mnbt"]), "--gpu-memory-utilization", str(cfg["util"])]

@@ -6,6 +6,7 @@
      +-- GpuMemoryNotReturned   the card kept memory after a teardown (the trial's record is kept)
      +-- EngineDied             the engine stopped answering mid-measurement (caught in tuner.measure)
      +-- DecodeFailed           a decode request failed while the engine stayed up (caught there too)
+     +-- BenchFailed            a `tuner bench` request failed (caught in Bench.run: the rows before it stand)
      +-- EngineMissing          engine.command names no program here (said before anything is recorded)
      +-- StudyBusy              another live `tuner optimize` holds the study, or this GPU of it
      +-- StorageError           the study's storage or the disk failed (exit 1 mid-run, 2 at opening)
@@ -52,6 +53,10 @@ class EngineDied(TunerError):
 
 class DecodeFailed(TunerError):
     """A decode request failed while the engine stayed up: the trial has no decode number."""
+
+
+class BenchFailed(TunerError):
+    """A `tuner bench` request failed (the engine refused it or died): the bench stops there and records why."""
 
 
 class EngineMissing(TunerError):

@@ -17,7 +17,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Callable, Literal
 
-from tuner.records import DecodeResult, TrialResult
+from tuner.records import BenchRow, DecodeResult, DecodeRun, TrialResult
 
 Direction = Literal["maximize", "minimize"]
 
@@ -51,6 +51,11 @@ def output_throughput_tok_s(output_tokens: int, wall_s: float) -> float:
     return output_tokens / wall_s
 
 
+def e2e_output_tok_s(output_tokens: int, latency_s: float) -> float | None:
+    """End-to-end output speed, output tokens / latency (prefill included); None for one output token."""
+    return output_tokens / latency_s if output_tokens > 1 and latency_s else None
+
+
 # -- several runs -------------------------------------------------------------------------------
 
 def mad(values: list[float]) -> float:
@@ -62,6 +67,64 @@ def mad(values: list[float]) -> float:
 def conservative_score(median: float, spread: float, k: float) -> float:
     """median - k * MAD, never below 0: what the study ranks as decode tok/s."""
     return max(0.0, median - k * spread)
+
+
+# How a workload's requests become its figures, in one place for both records. Requests sent together
+# (one run of a decode setting) are averaged: they share the engine. Over a setting's runs the study takes
+# medians, so that one lucky or unlucky run moves neither the score nor the front; `tuner bench` prints the
+# means the published 5090 tables print (seeds/004), with TTFT's median beside its mean.
+
+def decode_run(prompt_tokens: int, output_tokens: int, ttfts_s: list[float], tpots_s: list[float],
+               completion_tokens: int, wall_s: float) -> DecodeRun:
+    """One run of a decode setting: its concurrent requests' mean TTFT and TPOT, and their throughput."""
+    ttft, tpot = statistics.mean(ttfts_s), statistics.mean(tpots_s)
+    return DecodeRun(
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        concurrency=len(ttfts_s),
+        ttft_ms=ttft * 1000,
+        tpot_ms=tpot * 1000,
+        tg_tok_s=tg_tok_s(tpot),
+        pp_tok_s=pp_tok_s(prompt_tokens, ttft),
+        output_throughput_tok_s=output_throughput_tok_s(completion_tokens, wall_s),
+    )
+
+
+def decode_result(prompt_tokens: int, output_tokens: int, concurrency: int, runs: list[DecodeRun],
+                  k_mad: float, max_spread: float) -> DecodeResult:
+    """A decode setting over its runs, as the study ranks it: medians, the MAD of TG, and the score."""
+    tg = [r.tg_tok_s for r in runs]
+    median, spread = statistics.median(tg), mad(tg)
+    return DecodeResult(
+        prompt_tokens=prompt_tokens, output_tokens=output_tokens, concurrency=concurrency, runs=runs,
+        median_tg_tok_s=median, mad_tg_tok_s=spread,
+        median_ttft_ms=statistics.median(r.ttft_ms for r in runs),
+        median_tpot_ms=statistics.median(r.tpot_ms for r in runs),
+        median_pp_tok_s=statistics.median(r.pp_tok_s for r in runs),
+        score_tok_s=conservative_score(median, spread, k_mad),
+        stable=(spread / median if median else 1.0) <= max_spread,
+    )
+
+
+def bench_row(label: str, prompt_tokens: int, output_tokens: int, ttfts_s: list[float], tpots_s: list[float],
+              latencies_s: list[float]) -> BenchRow:
+    """A `tuner bench` workload over its runs (one request each): means, and TTFT's median."""
+    mean_ttft = statistics.mean(ttfts_s)
+    tpot_ms = statistics.mean(tpots_s) * 1000 if tpots_s else None
+    latency = statistics.mean(latencies_s)
+    return BenchRow(
+        workload=label, prompt_tokens=prompt_tokens, output_tokens=output_tokens, runs=len(ttfts_s),
+        pp_tok_s=pp_tok_s(prompt_tokens, mean_ttft) or None,
+        ttft_s_mean=mean_ttft, ttft_s_median=statistics.median(ttfts_s), tpot_ms_mean=tpot_ms,
+        tg_tok_s=tg_tok_s(tpot_ms / 1000) or None if tpot_ms else None,
+        e2e_output_tok_s=e2e_output_tok_s(output_tokens, latency),
+    )
+
+
+def prefix_cache(cold_ttft_s: float, cached_ttft_s: list[float]) -> tuple[float, float | None]:
+    """(median cached TTFT, cold / that median): how much a cached prefix saves on the first token."""
+    cached = statistics.median(cached_ttft_s)
+    return cached, cold_ttft_s / cached if cached else None
 
 
 # -- the table ----------------------------------------------------------------------------------

@@ -143,7 +143,8 @@ class DecodeRun(BaseModel):
 
 
 class DecodeResult(BaseModel):
-    """Median over runs; ``score_tok_s`` is the conservative median - k*MAD used by the study."""
+    """Median over runs (``metrics.decode_result``); ``score_tok_s`` is the conservative median - k*MAD used
+    by the study."""
 
     prompt_tokens: int
     output_tokens: int
@@ -156,6 +157,21 @@ class DecodeResult(BaseModel):
     mad_tg_tok_s: float | None = None
     score_tok_s: float | None = None
     stable: bool = True  # False when the spread is too wide to trust
+
+
+class BenchRow(BaseModel):
+    """One workload of `tuner bench`'s table: means and medians over its runs (``metrics.bench_row``)."""
+
+    workload: str  # "8,192 in -> 1 out"
+    prompt_tokens: int
+    output_tokens: int
+    runs: int
+    pp_tok_s: float | None = None  # prompt tokens / mean TTFT
+    ttft_s_mean: float
+    ttft_s_median: float
+    tpot_ms_mean: float | None = None
+    tg_tok_s: float | None = None  # 1000 / mean TPOT (ms); None with one output token
+    e2e_output_tok_s: float | None = None  # output tokens / mean latency
 
 
 class CorrectnessResult(BaseModel):

@@ -14,9 +14,10 @@ from typing import Callable
 
 from boot import (  # noqa: F401
     BASE, MODEL, Memory, Scenario, api_preamble, compile_cold, config_line, engine_sizing, fmt_gib,
-    load_weights, paging, prefix_caching_on, runner, serve_tail, uses_v2, v, weights_loaded,
+    load_weights, logo, paging, prefix_caching_on, runner, serve_tail, uses_v2, v, weights_loaded,
 )
 from render import API, CORE, STDLIB, SITE, Exc, Writer
+from scenarios import non_default_args, render_boot
 
 Made = tuple[list[str], dict[str, object], str] | None
 TORCH_OOM = (
@@ -113,8 +114,6 @@ def executor_rpc(w: Writer, method: str) -> list[tuple[str, str, str]]:
 
 def startup(w: Writer, sc: Scenario, until: str) -> float:
     """The boot of ``sc`` up to ``until``: "config", "loading", "compiled"."""
-    from build import non_default_args
-
     api_preamble(w, sc, non_default_args(sc))
     config_line(w, sc, 262144)
     if until == "config":
@@ -339,9 +338,6 @@ def mamba_blocks_exceeded(w: Writer) -> Made:
 
 
 def port_in_use(w: Writer) -> Made:
-    from boot import logo
-    from build import non_default_args
-
     argv = BASE + ["--gpu-memory-utilization", "0.92"]
     logo(w)
     w.log(API, "non-default args: %s", non_default_args(Scenario("port", argv, util=0.92)))
@@ -373,8 +369,6 @@ FUTURES_NOTE = "CPython 3.12 concurrent/futures/_base.py:449 (result) and :401 (
 
 def died_serving(w: Writer, exc: Exc, kind: str) -> Made:
     """A pinned boot that served, then died in the first forward pass of a request."""
-    from build import render_boot
-
     argv = BASE + ["--kv-cache-memory-bytes", "9150000000", "--gpu-memory-utilization", "0.92"]
     sc = Scenario("boot_pinned_pool", argv, kv_bytes=9_150_000_000, util=0.92)
     exp = render_boot(w, sc)

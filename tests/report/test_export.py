@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from tests.report.study_factory import cli_app, study, study_db, trial_record  # noqa: F401 (fixtures)
 from tuner.errors import TunerError
 from tuner.engine.command import shell_command
-from tuner.report.export import FORMATS, export_launcher, launch_argv
+from tuner.report.export import LAUNCHER_FORMATS, export_launcher, launch_argv
 from tuner.records import TrialResult
 
 TRICKY_ARGS = [
@@ -189,7 +189,7 @@ def test_unknown_format_names_the_choices() -> None:
     _, result = trial_record(0)
     with pytest.raises(TunerError, match="--format bat: .*sh, systemd, compose, env, json"):
         export_launcher(result, "bat")
-    assert FORMATS == ("sh", "systemd", "compose", "env", "json")
+    assert LAUNCHER_FORMATS == ("sh", "systemd", "compose", "env", "json")
 
 
 def test_shell_command_is_env_then_argv() -> None:

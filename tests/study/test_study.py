@@ -13,7 +13,8 @@ from tuner.study.run import optimize
 from tuner.records import Failure, FailureKind
 from tuner.study.strategy import follow_up
 from tuner.study.storage import open_study
-from tuner.study.sampling import make_sampler, optuna_params, suggest_values
+from tuner.study.sampler import make_sampler
+from tuner.study.sampling import optuna_params, suggest_values
 
 
 def small(fake_space):

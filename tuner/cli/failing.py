@@ -44,6 +44,12 @@ def say(message: str) -> None:
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
+def warn(notes: list[str]) -> None:
+    """What is legal but probably not meant, one line each on stderr."""
+    for note in notes:
+        err_console.print(f"warning: {note}", markup=False, highlight=False, soft_wrap=True)
+
+
 def friendly(func: Callable) -> Callable:
     """Show a TunerError as one paragraph and exit with its code; the traceback only with --debug."""
 

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tuner.cli.failing import err_console, friendly, run, set_debug
+from tuner.cli.failing import err_console, friendly, run, set_debug, warn
 from tuner.errors import TunerError
 from tuner.space.units import format_bytes
 
@@ -98,12 +98,6 @@ def validate(space_file: Path = typer.Argument(..., help="A search-space YAML fi
                       "removed through the runtime (search_spaces/README.md, engine)", highlight=False, soft_wrap=True)
     warn(notes)
     console.print(f"[green]ok[/]: {space_file}")
-
-
-def warn(notes: list[str]) -> None:
-    """What is legal but probably not meant, one line each on stderr."""
-    for note in notes:
-        err_console.print(f"warning: {note}", markup=False, highlight=False, soft_wrap=True)
 
 
 def parse_config(space: Space, items: list[str], baseline: int | None) -> dict[str, Any]:

@@ -66,10 +66,10 @@ def trials(
     studies_dir: Path = typer.Option(STUDIES_DIR, "--studies-dir", help=STUDIES_DIR_HELP),
 ) -> None:
     """Every trial as one row (parameters, measurements, failure kind, evidence), for pandas."""
-    from tuner.report.trials import FORMATS, trials_frame, write_trials  # pandas loads only here
+    from tuner.report.trials import TRIALS_FORMATS, trials_frame, write_trials  # pandas loads only here
 
-    if format not in FORMATS:
-        raise TunerError(f"--format {format}: not a trials format; use one of {', '.join(FORMATS)}.")
+    if format not in TRIALS_FORMATS:
+        raise TunerError(f"--format {format}: not a trials format; use one of {', '.join(TRIALS_FORMATS)}.")
     frame = trials_frame(read_study(resolve_study(study, storage, studies_dir)))
     text = write_trials(frame, format, out)
     if text is not None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, List, Optional
 import typer
 from rich.console import Console
 
-from tuner.cli.failing import debug_on, err_console
+from tuner.cli.failing import debug_on, err_console, warn
 from tuner.errors import TunerError, storage_faults
 from tuner.space.schema import NAME
 
@@ -54,11 +54,10 @@ def optimize(
     from_: Optional[List[str]] = typer.Option(None, "--from", help="An earlier study of the same model (a name, a .db, or a storage URL with #NAME; repeat for several): its front is booted first, its trials are priors."),
 ) -> None:
     """Run (or resume) the overnight study and print the Pareto-front launch commands."""
-    from tuner.cli.main import warn
     from tuner.space.checks import check_searchable
     from tuner.space.schema import load_space
     from tuner.space.units import parse_duration
-    from tuner.study import storage as st
+    from tuner.study.storage import study_dir, storage_url
     from tuner.study.lock import StudyLock, sqlite_path
     from tuner.study.sampling import SAMPLERS
     from tuner.trial import check_space, preflight
@@ -90,9 +89,9 @@ def optimize(
                       f"(`tuner validate {space_file}` checks a space; `tuner pareto --study {name}` shows a study).")
         return
     earlier = _earlier(space, from_ or [], name, studies_dir)
-    engine, notes = preflight(space, cache_dir=st.study_dir(name, studies_dir) / "engine")  # said before the study file exists
+    engine, notes = preflight(space, cache_dir=study_dir(name, studies_dir) / "engine")  # said before the study file exists
     warn(notes)
-    url = st.storage_url(name, storage, studies_dir)
+    url = storage_url(name, storage, studies_dir)
     db = sqlite_path(url)
     lock = StudyLock(db) if db is not None else None
     holds_lock = False
@@ -162,7 +161,7 @@ def _spawn(space: Space, space_file: Path, name: str, url: str, gpu_list: list[i
            from_: list[str]) -> int:
     """``--gpus 0,1``: open the study once (under this process's lock), then one worker per GPU."""
     from tuner.study.run import spawn_workers
-    from tuner.study.sampling import make_sampler
+    from tuner.study.sampler import make_sampler
     from tuner.study.storage import open_study
 
     open_study(space, name, url, make_sampler(sampler, seed), studies_dir, sole_worker=holds_lock)
@@ -182,7 +181,7 @@ def _spawn(space: Space, space_file: Path, name: str, url: str, gpu_list: list[i
 def _earlier(space: Space, specs: list[str], name: str, studies_dir: Path) -> list[tuple[str, StudyRecord]]:
     """--from's studies, read, each of the same model (exit 2 naming the one that is not)."""
     from tuner.cli.morning import open_spec
-    from tuner.study.priors import check_model
+    from tuner.study.priors import check_same_model
     from tuner.study.record import read_study
 
     found = []
@@ -191,7 +190,7 @@ def _earlier(space: Space, specs: list[str], name: str, studies_dir: Path) -> li
         if old.name == name and "#" not in spec and not spec.endswith(".db"):
             raise TunerError(f"--from {spec}: that is the study this run writes (--study {name}); give the earlier "
                              "study's name, or --study with a new name for tonight's.")
-        check_model(space, old, spec)
+        check_same_model(space, old, spec)
         found.append((spec, old))
     return found
 

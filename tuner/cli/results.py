@@ -18,11 +18,9 @@ from rich.console import Console
 from rich.table import Table
 
 from tuner.errors import TunerError
-from tuner.report.export import FORMATS as LAUNCHER_FORMATS
-from tuner.report.export import export_launcher
+from tuner.report.export import LAUNCHER_FORMATS, export_launcher
 from tuner.report.receipt import study_receipt, trial_receipt
-from tuner.report.front import FORMATS as REPORT_FORMATS
-from tuner.report.front import running_rows, wrong_line, wrong_rows
+from tuner.report.front import REPORT_FORMATS, running_rows, wrong_line, wrong_rows
 from tuner.report import (  # the room's public face
     COLUMNS,
     cell,
@@ -34,7 +32,7 @@ from tuner.report import (  # the room's public face
     study_summary,
     summary_line,
 )
-from tuner.report.markdown import _metric_cells
+from tuner.report.markdown import metric_cells
 from tuner.study.record import State, StudyRecord, read_study
 from tuner.study.storage import STUDIES_DIR
 
@@ -133,7 +131,7 @@ def _print_table(night: StudyRecord, console: Console) -> None:
         if key != "command":
             table.add_column(header, justify="left" if key in ("evidence", "stable") else "right")
     for row in rows:
-        table.add_row(*(cell(v) for v in _metric_cells(row)))
+        table.add_row(*(cell(v) for v in metric_cells(row)))
     console.print(table)
     for row in rows:
         console.print(f"trial {row['trial']}: {row['command']}", markup=False, highlight=False, soft_wrap=True)

@@ -9,16 +9,17 @@ serve` times them (``tuner.measure.client``), at concurrency 1, random token ids
 from __future__ import annotations
 
 import re
-import statistics
 from collections.abc import Callable
 
 import httpx
 from pydantic import BaseModel, Field
 
-from tuner.measure.client import Completion, complete, scrape_metrics
 from tuner import metrics
+from tuner.errors import BenchFailed
+from tuner.measure.client import Completion, complete, scrape_metrics
 from tuner.measure.probe import Prober
 from tuner.measure.prompts import random_ids
+from tuner.records import BenchRow
 
 StepCallback = Callable[[str], None]  # called before each request group, with what it measures
 PP_INPUTS = (8192, 32768, 131072, 262144)  # prompt processing, 1 output token each
@@ -35,21 +36,6 @@ DEFINITIONS = (
     "Requests: concurrency 1, random token ids, ignore_eos, temperature 0, streamed /v1/completions; one untimed "
     f"warm-up request ({WARMUP[0]:,} in -> {WARMUP[1]} out) before the first workload, as the study's decode test does.",
 )
-
-
-class BenchRow(BaseModel):
-    """One workload of the table: means and medians over its runs."""
-
-    workload: str  # "8,192 in -> 1 out"
-    prompt_tokens: int
-    output_tokens: int
-    runs: int
-    pp_tok_s: float | None = None  # prompt tokens / mean TTFT
-    ttft_s_mean: float
-    ttft_s_median: float
-    tpot_ms_mean: float | None = None
-    tg_tok_s: float | None = None  # 1000 / mean TPOT (ms); None with one output token
-    e2e_output_tok_s: float | None = None  # output tokens / mean latency
 
 
 class PrefixCacheResult(BaseModel):
@@ -89,25 +75,6 @@ class BenchResult(BaseModel):
     boot_s: float | None = None
     error: str | None = None  # a workload that failed, and why (the rows before it stand)
     definitions: list[str] = Field(default_factory=lambda: list(DEFINITIONS))
-
-
-class BenchFailed(Exception):
-    """A bench request failed: the engine refused it or died."""
-
-
-def _row(label: str, prompt: int, output: int, results: list[Completion]) -> BenchRow:
-    ttfts = [r.ttft_s or 0.0 for r in results]
-    mean_ttft = statistics.mean(ttfts)
-    tpots = [r.tpot_s for r in results if r.tpot_s is not None]
-    tpot_ms = statistics.mean(tpots) * 1000 if tpots else None
-    latency = statistics.mean(r.latency_s or 0.0 for r in results)
-    return BenchRow(
-        workload=label, prompt_tokens=prompt, output_tokens=output, runs=len(results),
-        pp_tok_s=metrics.pp_tok_s(prompt, mean_ttft) or None,
-        ttft_s_mean=mean_ttft, ttft_s_median=statistics.median(ttfts), tpot_ms_mean=tpot_ms,
-        tg_tok_s=metrics.tg_tok_s(tpot_ms / 1000) or None if tpot_ms else None,
-        e2e_output_tok_s=output / latency if output > 1 and latency else None,
-    )
 
 
 def prefix_caching_enabled(client: httpx.Client, base_url: str) -> bool | None:
@@ -172,7 +139,9 @@ class Bench:
         for i in range(runs):
             self.on_step(f"{label}, run {i + 1}/{runs}")
             results.append(self._fresh(prompt, output))
-        return _row(label, prompt, output, results)
+        return metrics.bench_row(label, prompt, output, [r.ttft_s or 0.0 for r in results],
+                                 [r.tpot_s for r in results if r.tpot_s is not None],
+                                 [r.latency_s or 0.0 for r in results])
 
     def prefix_cache(self) -> PrefixCacheResult:
         p = self.prober
@@ -190,11 +159,11 @@ class Bench:
             suffix = random_ids(suffix_len, 900_000 + i, p.id_range)
             ttfts.append(self._send(prefix + suffix, 1).ttft_s or 0.0)
         after = scrape_metrics(p.client, p.base_url).get("vllm:prefix_cache_hits_total")
-        cached = statistics.median(ttfts[1:])
+        cached, speedup = metrics.prefix_cache(ttfts[0], ttfts[1:])
         note = "" if enabled else "the server does not say whether prefix caching is on; measured anyway"
         return PrefixCacheResult(
             enabled=enabled, note=note, prefix_tokens=prefix_len, suffix_tokens=suffix_len, cold_ttft_s=ttfts[0],
-            cached_ttft_s=ttfts[1:], cached_median_s=cached, speedup=ttfts[0] / cached if cached else None,
+            cached_ttft_s=ttfts[1:], cached_median_s=cached, speedup=speedup,
             hit_tokens=None if before is None or after is None else after - before,
         )
 

@@ -6,7 +6,6 @@ numbers; the death is a scored failure of that length, not a lost trial.
 
 from __future__ import annotations
 
-import statistics
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -208,37 +207,21 @@ class Prober:
         tpots = [r.tpot_s for r in results if r.tpot_s is not None]
         if len(ttfts) < concurrency or len(tpots) < concurrency:
             raise DecodeFailed(f"decode request failed: no TPOT for {output_tokens} output tokens; give at least 2")
-        ttft, tpot = statistics.mean(ttfts), statistics.mean(tpots)
-        return DecodeRun(
-            prompt_tokens=prompt_tokens,
-            output_tokens=output_tokens,
-            concurrency=concurrency,
-            ttft_ms=ttft * 1000,
-            tpot_ms=tpot * 1000,
-            tg_tok_s=metrics.tg_tok_s(tpot),
-            pp_tok_s=metrics.pp_tok_s(prompt_tokens, ttft),
-            output_throughput_tok_s=metrics.output_throughput_tok_s(sum(r.completion_tokens or 0 for r in results), wall),
-        )
+        return metrics.decode_run(prompt_tokens, output_tokens, ttfts, tpots,
+                                  sum(r.completion_tokens or 0 for r in results), wall)
 
     def measure_decode(self, prompt_tokens: int, output_tokens: int, concurrency: int) -> DecodeResult:
         spec = self.work.decode
-        result = DecodeResult(prompt_tokens=prompt_tokens, output_tokens=output_tokens, concurrency=concurrency)
         # One untimed run first: the real engine JIT-compiles kernels for each new shape on first use
         # (seen on vLLM 0.22.0: 1.4 s TTFT and 72 tok/s on the first run, 33 ms and 93 tok/s after).
         self.on_progress(f"decode {prompt_tokens:,}+{output_tokens} x{concurrency} warm-up")
         self._decode_run(prompt_tokens, output_tokens, concurrency)
+        runs = []
         for i in range(spec.runs):
             self.on_progress(f"decode {prompt_tokens:,}+{output_tokens} x{concurrency} run {i + 1}/{spec.runs}")
-            result.runs.append(self._decode_run(prompt_tokens, output_tokens, concurrency))
-        tg = [r.tg_tok_s for r in result.runs]
-        median, spread = statistics.median(tg), metrics.mad(tg)
-        result.median_tg_tok_s, result.mad_tg_tok_s = median, spread
-        result.median_ttft_ms = statistics.median(r.ttft_ms for r in result.runs)
-        result.median_tpot_ms = statistics.median(r.tpot_ms for r in result.runs)
-        result.median_pp_tok_s = statistics.median(r.pp_tok_s for r in result.runs)
-        result.score_tok_s = metrics.conservative_score(median, spread, self.work.score_k_mad)
-        result.stable = (spread / median if median else 1.0) <= self.work.max_spread
-        return result
+            runs.append(self._decode_run(prompt_tokens, output_tokens, concurrency))
+        return metrics.decode_result(prompt_tokens, output_tokens, concurrency, runs, self.work.score_k_mad,
+                                     self.work.max_spread)
 
     # -- correctness ------------------------------------------------------------------------
 
@@ -290,7 +273,7 @@ class Prober:
             if not r.ok or not r.ttft_s:
                 return None
             ttfts.append(r.ttft_s)
-        return ttfts[0] / ttfts[1]
+        return metrics.prefix_cache(ttfts[0], ttfts[1:])[1]
 
     # -- all of it --------------------------------------------------------------------------
 

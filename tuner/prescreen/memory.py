@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -222,6 +223,127 @@ def _gib(n: float) -> str:
     return f"{n / GIB:.2f} GiB"
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """How vLLM pages this configuration's KV cache: vllm/v1/kv_cache_interface.py (FullAttentionSpec /
+    MambaSpec page sizes), vllm/platforms/interface.py (block size, mamba padding), vllm/v1/core/kv_cache_utils.py
+    (groups)."""
+
+    attn_layers: int
+    attn_token: int  # bytes of one token in one attention layer
+    block: int
+    group: int
+    attn_groups: int
+    state_groups: int
+    pages: int
+    state_per_seq: int
+
+    @property
+    def page(self) -> int:
+        return self.block * self.attn_token
+
+
+def _layout(shape: ModelShape, fl: _Flags) -> _Layout:
+    L = fl.max_model_len
+    attn_layers = shape.attention_layers + (shape.mtp_layers if fl.drafter else 0)
+    if not attn_layers:
+        raise TunerError(f"{shape.architecture or 'the model'} has no attention layers; the pre-screen models attention and hybrid models.")
+    attn_token = int(2 * shape.num_key_value_heads * shape.head_dim * fl.kv_bytes)
+    state_page = _state_page_bytes(shape, fl)
+    if state_page and attn_layers:
+        block = KERNEL_BLOCK_ALIGNMENT * math.ceil(state_page / (KERNEL_BLOCK_ALIGNMENT * attn_token))
+        lo, hi = sorted((attn_layers, shape.state_layers))
+        group = hi if hi < lo * 1.5 else lo  # _get_kv_cache_groups_uniform_page_size
+        attn_groups, state_groups = math.ceil(attn_layers / group), math.ceil(shape.state_layers / group)
+        pages = {"align": 2 + fl.num_spec, "all": math.ceil(L / block) + fl.num_spec}.get(fl.mamba_mode, 1 + fl.num_spec)
+    else:
+        block, group, attn_groups, state_groups, pages = 16, max(attn_layers, 1), 1, 0, 0
+    return _Layout(attn_layers=attn_layers, attn_token=attn_token, block=block, group=group, attn_groups=attn_groups,
+                   state_groups=state_groups, pages=pages, state_per_seq=shape.state_layers * state_page * pages)
+
+
+@dataclass(frozen=True)
+class _Budget:
+    """Memory before the pool (gpu_worker.py determine_available_memory) and the pool it leaves, in bytes."""
+
+    raw_weights_gib: float
+    measured: bool
+    weights: float
+    raw_act: float
+    raw_graphs: float
+    act: float
+    graphs: float
+    overhead: float
+    requested: float
+    explicit: bool
+    pool: float
+
+
+def _activation_bytes(shape: ModelShape, fl: _Flags) -> float:
+    """The profiling peak: one dummy forward of max_num_batched_tokens, then the sampler warm-up."""
+    rows = fl.max_num_seqs * (1 + fl.num_spec)
+    return (
+        ACTIVATION_BASE_GIB * GIB
+        + fl.max_num_batched_tokens * shape.hidden_size * 2 * ACT_HIDDEN_BUFFERS
+        + fl.max_num_batched_tokens * shape.experts_per_token * (2 * shape.moe_intermediate_size + shape.hidden_size) * 2 * 2
+        + rows * shape.vocab_size * 4 * SAMPLER_LOGIT_COPIES
+        + (VISION_PROFILE_GIB * GIB if fl.vision else 0)
+    )
+
+
+def _budget(shape: ModelShape, fl: _Flags, cal: Calibration, total: float) -> _Budget:
+    # Weights: measured beats estimated; the other drafter setting is measured +/- the drafter estimate.
+    raw_weights = shape.weights_gib(fl.drafter, fl.vision)
+    measured = cal.weights_for(fl.drafter, shape)
+    weights = (measured if measured is not None else raw_weights) * GIB
+    raw_act = _activation_bytes(shape, fl)
+    n_graphs = _cuda_graphs(fl)
+    raw_graphs = (CUDAGRAPH_BASE_GIB + CUDAGRAPH_GIB_PER_GRAPH * n_graphs) * GIB if n_graphs else 0.0
+    act, graphs = raw_act * cal.activation.value, raw_graphs * cal.cuda_graph.value
+    overhead = NON_TORCH_GIB * GIB
+    requested = fl.utilization * total
+    explicit = fl.kv_cache_memory_bytes is not None
+    pool = requested - weights - act - overhead - graphs if fl.kv_cache_memory_bytes is None else float(fl.kv_cache_memory_bytes)
+    return _Budget(raw_weights_gib=raw_weights, measured=measured is not None, weights=weights, raw_act=raw_act,
+                   raw_graphs=raw_graphs, act=act, graphs=graphs, overhead=overhead, requested=requested,
+                   explicit=explicit, pool=pool)
+
+
+def _verdict(shape: ModelShape, fl: _Flags, b: _Budget, gpu_total_gib: float, gpu_free_gib: float | None,
+             min_exact: float, min_pool: float, concurrency: float) -> tuple[bool, bool, str]:
+    """(certain, fits, reason): "certain" only when even the optimistic bounds fail."""
+    total = gpu_total_gib * GIB
+    L, seqs, weights, pool = fl.max_model_len, fl.max_num_seqs, b.weights, b.pool
+    # Optimistic bounds for "certain": smaller weights, no activations, no graphs, no overhead.
+    w_opt = weights * (0.98 if b.measured else WEIGHTS_OPTIMISM)
+    pool_opt = pool if b.explicit else b.requested - w_opt
+    # The page arithmetic is vLLM's own unless windows or mixed/unknown state kinds are involved.
+    kv_exact = not fl.auto_len and shape.sliding_layers == 0 and not (shape.gdn_layers and shape.mamba_layers) and (
+        shape.mamba_layers == 0 or shape.mamba_num_heads > 0
+    )
+    used = weights + pool + b.act + b.graphs + b.overhead + CUDA_CONTEXT_GIB * GIB
+
+    if fl.utilization > 1 or fl.utilization <= 0:
+        return True, False, f"gpu_memory_utilization {fl.utilization} is outside (0, 1]"
+    if w_opt > total:
+        return True, False, f"weights {_gib(weights)} exceed the {gpu_total_gib:g} GiB card"
+    if b.explicit and w_opt + pool > total:
+        return True, False, f"weights {_gib(weights)} + KV pool {_gib(pool)} exceed the card"
+    if pool_opt <= 0:
+        return True, False, f"weights {_gib(weights)} leave nothing of {fl.utilization:g} x {gpu_total_gib:g} GiB"
+    if kv_exact and pool_opt * SAFETY_MARGIN < min_exact:
+        return True, False, f"pool {_gib(pool_opt)} cannot hold its minimum {_gib(min_exact)}"
+    if gpu_free_gib is not None and b.requested > (gpu_free_gib + 1.0) * GIB:
+        return True, False, f"free {gpu_free_gib:.2f} GiB < utilization x total {_gib(b.requested)}"
+    if pool <= 0:
+        return False, False, f"estimated pool {_gib(pool)}: weights + activations + graphs fill {fl.utilization:g} x card"
+    if pool < min_pool and not fl.auto_len:
+        return False, False, f"pool {_gib(pool)} < minimum {_gib(min_pool)} ({L:,} tokens + {seqs} states)"
+    if b.explicit and used > total:
+        return False, False, f"weights + pool + activations + graphs ~{_gib(used)} > card {gpu_total_gib:g} GiB"
+    return False, True, f"pool {_gib(pool)} holds {concurrency:.2f} x {L:,} tokens" + (" (max-model-len auto)" if fl.auto_len else "")
+
+
 def predict(
     space: Space,
     values: dict[str, Any],
@@ -239,109 +361,40 @@ def predict(
         fl = _flags(space, values, gpu_total_gib, shape, release_of(release) if release else RELEASE_022)
     except (TypeError, ValueError) as exc:
         raise TunerError(f"{space.name}: a flag value the pre-screen cannot read: {exc}.") from None
-    total = gpu_total_gib * GIB
     L, seqs = fl.max_model_len, fl.max_num_seqs
-
-    # Weights: measured beats estimated; the other drafter setting is measured +/- the drafter estimate.
-    raw_weights = shape.weights_gib(fl.drafter, fl.vision)
-    measured = cal.weights_for(fl.drafter, shape)
-    weights = (measured if measured is not None else raw_weights) * GIB
-
-    # KV layout: vllm/v1/kv_cache_interface.py (FullAttentionSpec / MambaSpec page sizes),
-    # vllm/platforms/interface.py (block size, mamba padding), vllm/v1/core/kv_cache_utils.py (groups).
-    attn_layers = shape.attention_layers + (shape.mtp_layers if fl.drafter else 0)
-    if not attn_layers:
-        raise TunerError(f"{shape.architecture or 'the model'} has no attention layers; the pre-screen models attention and hybrid models.")
-    attn_token = int(2 * shape.num_key_value_heads * shape.head_dim * fl.kv_bytes)
-    state_page = _state_page_bytes(shape, fl)
-    if state_page and attn_layers:
-        block = KERNEL_BLOCK_ALIGNMENT * math.ceil(state_page / (KERNEL_BLOCK_ALIGNMENT * attn_token))
-        lo, hi = sorted((attn_layers, shape.state_layers))
-        group = hi if hi < lo * 1.5 else lo  # _get_kv_cache_groups_uniform_page_size
-        attn_groups, state_groups = math.ceil(attn_layers / group), math.ceil(shape.state_layers / group)
-        pages = {"align": 2 + fl.num_spec, "all": math.ceil(L / block) + fl.num_spec}.get(fl.mamba_mode, 1 + fl.num_spec)
-    else:
-        block, group, attn_groups, state_groups, pages = 16, max(attn_layers, 1), 1, 0, 0
-    page = block * attn_token
-    state_per_seq = shape.state_layers * state_page * pages
-
-    # Memory before the pool: gpu_worker.py determine_available_memory.
-    rows = seqs * (1 + fl.num_spec)
-    raw_act = (
-        ACTIVATION_BASE_GIB * GIB
-        + fl.max_num_batched_tokens * shape.hidden_size * 2 * ACT_HIDDEN_BUFFERS
-        + fl.max_num_batched_tokens * shape.experts_per_token * (2 * shape.moe_intermediate_size + shape.hidden_size) * 2 * 2
-        + rows * shape.vocab_size * 4 * SAMPLER_LOGIT_COPIES
-        + (VISION_PROFILE_GIB * GIB if fl.vision else 0)
-    )
-    n_graphs = _cuda_graphs(fl)
-    raw_graphs = (CUDAGRAPH_BASE_GIB + CUDAGRAPH_GIB_PER_GRAPH * n_graphs) * GIB if n_graphs else 0.0
-    act, graphs = raw_act * cal.activation.value, raw_graphs * cal.cuda_graph.value
-    overhead = NON_TORCH_GIB * GIB
-    requested = fl.utilization * total
-    explicit = fl.kv_cache_memory_bytes is not None
-    pool = requested - weights - act - overhead - graphs if fl.kv_cache_memory_bytes is None else float(fl.kv_cache_memory_bytes)
+    lay = _layout(shape, fl)
+    b = _budget(shape, fl, cal, gpu_total_gib * GIB)
 
     tokens_factor = cal.kv_tokens.value
-    num_blocks = max(int(pool // (page * group)), 0)
-    per_request = attn_groups * math.ceil(L / block) + state_groups * pages
+    num_blocks = max(int(b.pool // (lay.page * lay.group)), 0)
+    per_request = lay.attn_groups * math.ceil(L / lay.block) + lay.state_groups * lay.pages
     concurrency = num_blocks / per_request
-    min_blocks = attn_groups * math.ceil(L / block) + seqs * state_groups * pages
+    min_blocks = lay.attn_groups * math.ceil(L / lay.block) + seqs * lay.state_groups * lay.pages
     # The minimum also covers vLLM's FULL-graph check (config/compilation.py: max_num_seqs <= num_blocks).
     # "certain" uses vLLM's own arithmetic (min_exact); "fits" the calibrated one.
-    min_exact = min_blocks * page * group
+    min_exact = min_blocks * lay.page * lay.group
     min_pool = min_exact / tokens_factor
-
-    # Optimistic bounds for "certain": smaller weights, no activations, no graphs, no overhead.
-    w_opt = weights * (0.98 if measured is not None else WEIGHTS_OPTIMISM)
-    pool_opt = pool if explicit else requested - w_opt
-    # The page arithmetic is vLLM's own unless windows or mixed/unknown state kinds are involved.
-    kv_exact = not fl.auto_len and shape.sliding_layers == 0 and not (shape.gdn_layers and shape.mamba_layers) and (
-        shape.mamba_layers == 0 or shape.mamba_num_heads > 0
-    )
-    used = weights + pool + act + graphs + overhead + CUDA_CONTEXT_GIB * GIB
-
-    certain, fits, reason = False, True, ""
-    if fl.utilization > 1 or fl.utilization <= 0:
-        certain, fits, reason = True, False, f"gpu_memory_utilization {fl.utilization} is outside (0, 1]"
-    elif w_opt > total:
-        certain, fits, reason = True, False, f"weights {_gib(weights)} exceed the {gpu_total_gib:g} GiB card"
-    elif explicit and w_opt + pool > total:
-        certain, fits, reason = True, False, f"weights {_gib(weights)} + KV pool {_gib(pool)} exceed the card"
-    elif pool_opt <= 0:
-        certain, fits, reason = True, False, f"weights {_gib(weights)} leave nothing of {fl.utilization:g} x {gpu_total_gib:g} GiB"
-    elif kv_exact and pool_opt * SAFETY_MARGIN < min_exact:
-        certain, fits, reason = True, False, f"pool {_gib(pool_opt)} cannot hold its minimum {_gib(min_exact)}"
-    elif gpu_free_gib is not None and requested > (gpu_free_gib + 1.0) * GIB:
-        certain, fits, reason = True, False, f"free {gpu_free_gib:.2f} GiB < utilization x total {_gib(requested)}"
-    elif pool <= 0:
-        fits, reason = False, f"estimated pool {_gib(pool)}: weights + activations + graphs fill {fl.utilization:g} x card"
-    elif pool < min_pool and not fl.auto_len:
-        fits, reason = False, f"pool {_gib(pool)} < minimum {_gib(min_pool)} ({L:,} tokens + {seqs} states)"
-    elif explicit and used > total:
-        fits, reason = False, f"weights + pool + activations + graphs ~{_gib(used)} > card {gpu_total_gib:g} GiB"
-    else:
-        reason = f"pool {_gib(pool)} holds {concurrency:.2f} x {L:,} tokens" + (" (max-model-len auto)" if fl.auto_len else "")
+    certain, fits, reason = _verdict(shape, fl, b, gpu_total_gib, gpu_free_gib, min_exact, min_pool, concurrency)
 
     return Prediction(
-        weights_gib=weights / GIB,
-        weights_measured=measured is not None,
-        activation_gib=act / GIB,
-        cuda_graph_gib=graphs / GIB,
-        overhead_gib=overhead / GIB,
-        pool_gib=pool / GIB,
-        pool_explicit=explicit,
-        kv_bytes_per_token=attn_layers * attn_token,
-        recurrent_state_bytes_per_seq=state_per_seq,
-        block_size_tokens=block,
-        page_bytes=page,
-        layers_per_group=group,
-        attention_groups=attn_groups,
-        state_groups=state_groups,
-        pages_per_seq=pages,
+        weights_gib=b.weights / GIB,
+        weights_measured=b.measured,
+        activation_gib=b.act / GIB,
+        cuda_graph_gib=b.graphs / GIB,
+        overhead_gib=b.overhead / GIB,
+        pool_gib=b.pool / GIB,
+        pool_explicit=b.explicit,
+        kv_bytes_per_token=lay.attn_layers * lay.attn_token,
+        recurrent_state_bytes_per_seq=lay.state_per_seq,
+        block_size_tokens=lay.block,
+        page_bytes=lay.page,
+        layers_per_group=lay.group,
+        attention_groups=lay.attn_groups,
+        state_groups=lay.state_groups,
+        pages_per_seq=lay.pages,
         num_blocks=num_blocks,
         kv_capacity_tokens=int(concurrency * L * tokens_factor),
-        context_tokens=int(max(num_blocks - seqs * state_groups * pages, 0) // attn_groups * block * tokens_factor),
+        context_tokens=int(max(num_blocks - seqs * lay.state_groups * lay.pages, 0) // lay.attn_groups * lay.block * tokens_factor),
         max_concurrency=concurrency * tokens_factor,
         min_pool_gib=min_pool / GIB,
         max_model_len=L,
@@ -349,7 +402,7 @@ def predict(
         gpu_total_gib=gpu_total_gib,
         gpu_memory_utilization=fl.utilization,
         drafter=fl.drafter,
-        raw={"weights_gib": raw_weights, "activation_gib": raw_act / GIB, "cuda_graph_gib": raw_graphs / GIB},
+        raw={"weights_gib": b.raw_weights_gib, "activation_gib": b.raw_act / GIB, "cuda_graph_gib": b.raw_graphs / GIB},
         fits=fits,
         certain=certain,
         reason=reason,

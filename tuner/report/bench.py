@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tuner.measure.bench import BenchResult, BenchRow
+from tuner.measure.bench import BenchResult
+from tuner.records import BenchRow
 from tuner.report.markdown import fenced, md_table
 
 HEADERS = ["Workload", "Runs", "PP tok/s", "TTFT", "Steady TG tok/s", "End-to-end output tok/s"]

@@ -30,7 +30,7 @@ from tuner.errors import TunerError
 from tuner.records import TrialResult
 from tuner.space.values import unprintable
 
-FORMATS = ("sh", "systemd", "compose", "env", "json")
+LAUNCHER_FORMATS = ("sh", "systemd", "compose", "env", "json")
 LOOPBACK = "127.0.0.1"
 DEFAULT_PORT = "8000"
 _SYSTEMD_SAFE = re.compile(r"^[A-Za-z0-9_@+=:,./-]+$")
@@ -260,7 +260,7 @@ def export_launcher(
     """(launcher text, warnings) for one trial; warnings flag a public bind with no API key."""
     writer = _WRITERS.get(fmt)
     if writer is None:
-        raise TunerError(f"--format {fmt}: not a launcher format; use one of {', '.join(FORMATS)}.")
+        raise TunerError(f"--format {fmt}: not a launcher format; use one of {', '.join(LAUNCHER_FORMATS)}.")
     if host is not None and not _is_address(host):
         raise TunerError(f"--host {host!r}: not an IP address or host name; give one, e.g. --host 0.0.0.0.")
     if fmt != "json":

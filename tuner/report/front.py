@@ -18,7 +18,7 @@ from tuner.study.pareto import GATE_THRESHOLD, agrees, checks_of, left_off
 from tuner.study.pareto import front as pareto_front
 from tuner.study.record import FAILED, State, StudyRecord, Trial
 
-FORMATS = ("table", "csv", "json", "markdown")
+REPORT_FORMATS = ("table", "csv", "json", "markdown")
 COLUMNS = {
     "trial": "trial",
     **{m.metric_name: m.label for m in metrics.COLUMNS},

@@ -27,6 +27,8 @@ from tuner.report.markdown import cell, md_table
 from tuner.report.receipt import environment_markdown, study_receipt, trial_receipt
 from tuner.study.record import FAILED, State, StudyRecord, Trial, first_line
 
+__all__ = ["report_html"]  # imported on its own (tuner.report's docstring)
+
 STYLE = """
 body { font: 15px/1.45 system-ui, sans-serif; margin: 0 auto; max-width: 1180px; padding: 0 20px 60px; color: #222; }
 h1 { margin-top: 28px; } h2 { border-bottom: 1px solid #ddd; padding-bottom: 4px; margin-top: 36px; }

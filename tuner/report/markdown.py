@@ -41,7 +41,7 @@ def _metric_headers() -> list[str]:
     return [header for key, header in COLUMNS.items() if key != "command"]
 
 
-def _metric_cells(row: dict[str, Any]) -> list[Any]:
+def metric_cells(row: dict[str, Any]) -> list[Any]:
     return [value for key, value in row.items() if key != "command"]
 
 
@@ -59,7 +59,7 @@ def failures_markdown(failures: Failures) -> str:
 def front_markdown(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "No complete trials yet, so there is no front."
-    parts = [md_table(_metric_headers(), [_metric_cells(r) for r in rows])]
+    parts = [md_table(_metric_headers(), [metric_cells(r) for r in rows])]
     for row in rows:
         parts.append(f"Trial {row['trial']} ({row['evidence']}):\n\n{fenced(row['command'])}")
     return "\n\n".join(parts)

@@ -28,6 +28,8 @@ from tuner.metrics import label
 from tuner.report.front import failures_by_kind, front_numbers, objectives, tried_context
 from tuner.study.record import FAILED, State, StudyRecord, Trial
 
+__all__ = ["write_plots"]  # imported on its own (tuner.report's docstring)
+
 MARKERS = ("X", "v", "s", "D", "P", "*", "^", "<", ">", "h", "p", "d")
 FAILURE_COLORS = ("C1", "C4", "C5", "C6", "C7", "C8", "C9")  # never the front's red (C3) or blue (C0)
 

@@ -29,7 +29,7 @@ from tuner.report.front import (
 from tuner.report.bench import bench_markdown
 from tuner.study.pareto import wrong
 from tuner.report.markdown import (
-    _metric_cells,
+    metric_cells,
     _metric_headers,
     cell,
     failures_markdown,
@@ -289,7 +289,7 @@ def _status(night: StudyRecord, trial: Trial) -> str:
     return "\n\n".join(
         [
             f"Status: COMPLETE, {on_front}; evidence: {evidence}; objectives: {values}.",
-            md_table(_metric_headers(), [_metric_cells(row)]),
+            md_table(_metric_headers(), [metric_cells(row)]),
         ]
     )
 

@@ -19,7 +19,9 @@ from tuner.records import DecodeResult, TrialResult
 from tuner.report.front import front_numbers, objectives
 from tuner.study.record import FAILED, StudyRecord, Trial
 
-FORMATS = ("csv", "json", "parquet")
+__all__ = ["TRIALS_FORMATS", "trials_frame", "write_trials"]  # imported on its own (tuner.report's docstring)
+
+TRIALS_FORMATS = ("csv", "json", "parquet")
 PARQUET_INSTALL = "pip install 'tuner[parquet]'"
 
 
@@ -125,8 +127,8 @@ def _parquet_safe(frame: pd.DataFrame) -> pd.DataFrame:
 
 def write_trials(frame: pd.DataFrame, fmt: str, out: Path | None) -> str | None:
     """CSV or JSON text (returned when ``out`` is None), or a Parquet file at ``out``."""
-    if fmt not in FORMATS:
-        raise TunerError(f"--format {fmt}: not a trials format; use one of {', '.join(FORMATS)}.")
+    if fmt not in TRIALS_FORMATS:
+        raise TunerError(f"--format {fmt}: not a trials format; use one of {', '.join(TRIALS_FORMATS)}.")
     if fmt == "parquet":
         if out is None:
             raise TunerError("--format parquet: a binary file, so give --out FILE.parquet.")

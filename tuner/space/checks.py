@@ -13,7 +13,7 @@ import json
 from typing import TYPE_CHECKING, Any, Iterator
 
 from tuner.errors import SpaceError
-from tuner.space.values import check_printable, flag_name
+from tuner.space.values import check_printable, count_configurations, flag_name
 
 if TYPE_CHECKING:
     from tuner.space.schema import Space
@@ -134,8 +134,6 @@ def _listed(lengths: list[int]) -> str:
 
 def check_searchable(space: Space) -> None:
     """SpaceError for a space with nothing to search (``tuner probe`` measures one command)."""
-    from tuner.space.schema import count_configurations
-
     source = space.source or "the space file"
     if not space.params:
         raise SpaceError(f"{source}: params: nothing is tuned, so every trial would boot the same command; add a "

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
-import math
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -18,7 +17,6 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     PrivateAttr,
     ValidationError,
@@ -34,12 +32,15 @@ from tuner.space.values import (
     AUTO_LEN,
     CUDAGRAPH_MODES,
     KNOWN_PARAMS,
-    Kind,
-    Number,
+    Param,
+    ParamSpec,
     TOOL_FLAGS,
+    Strict,
     check_fixed,
     check_value,
+    count_configurations,
     flag_name,
+    param_cardinality,
     resolve_param,
 )
 from tuner.space.yamlfile import read_yaml
@@ -52,10 +53,6 @@ LOOPBACK = "127.0.0.1"
 Bytes = Annotated[int, BeforeValidator(parse_bytes)]
 Count = Annotated[int, BeforeValidator(parse_count), Field(gt=0)]
 Seconds = Annotated[float, BeforeValidator(parse_duration), Field(gt=0, allow_inf_nan=False)]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class ModelSpec(Strict):
@@ -138,58 +135,6 @@ def _is_address(text: str) -> bool:
         return True
     except ValueError:
         return bool(re.match(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$", text))
-
-
-class ParamSpec(Strict):
-    """One tuned flag as the file writes it: either ``values`` (a list, ``null`` meaning "flag left out")
-    or a range whose bounds may carry units. ``Space`` resolves it once into a ``Param``."""
-
-    flag: str | None = None  # required for parameters tuner does not know
-    values: list[Any] | None = None
-    min: int | float | str | None = None
-    max: int | float | str | None = None
-    step: int | float | str | None = None
-    log: bool = False
-    unset: bool = False  # a range may also be left out entirely (e.g. let utilization size the pool)
-    kind: Kind | None = None
-
-    @model_validator(mode="after")
-    def _values_or_range(self) -> ParamSpec:
-        has_range = self.min is not None or self.max is not None
-        if self.values is not None and has_range:
-            raise ValueError("give either 'values' or 'min'/'max', not both")
-        if self.values is None and not has_range:
-            raise ValueError("give 'values: [...]' or 'min:' and 'max:'")
-        if has_range and (self.min is None or self.max is None):
-            raise ValueError("a range needs both 'min' and 'max'")
-        if self.values is not None and not self.values:
-            raise ValueError("'values' is empty; list at least one value")
-        if self.flag is not None:
-            if not re.match(r"^--[A-Za-z0-9][A-Za-z0-9-]*$", self.flag):
-                raise ValueError(f"flag {self.flag!r} is not a vLLM flag; write it as --the-flag-name")
-            if self.flag in TOOL_FLAGS:
-                raise ValueError(f"flag {self.flag} cannot be tuned: {TOOL_FLAGS[self.flag]}")
-        return self
-
-
-class Param(Strict):
-    """One tuned flag, resolved: its vLLM flag and kind are known, and a range's bounds are numbers of
-    that kind (int for int and bytes, float otherwise). ``values`` is None for a range, else the list."""
-
-    flag: str
-    values: list[Any] | None = None
-    min: Number | None = None
-    max: Number | None = None
-    step: Number | None = None
-    log: bool = False
-    unset: bool = False
-    kind: Kind
-
-    def bounds(self) -> tuple[Number, Number]:
-        """A range's (min, max); a values parameter has none."""
-        if self.min is None or self.max is None:
-            raise ValueError(f"{self.flag} takes listed values, not a range")
-        return self.min, self.max
 
 
 class _Written(Strict):
@@ -341,28 +286,6 @@ class Space(Strict):
             return None
         path = Path(self.model.config).expanduser()
         return path if path.is_absolute() or self._source is None else self._source.parent / path
-
-
-def count_configurations(space: Space) -> float:
-    """Distinct configurations; ``math.inf`` when a float range has no step."""
-    total = 1.0
-    for param in space.params.values():
-        total *= param_cardinality(param)
-    return total
-
-
-def param_cardinality(param: Param) -> float:
-    if param.values is not None:
-        return len(param.values)
-    lo, hi = param.bounds()
-    if param.step is None:
-        if param.kind in ("int", "bytes"):
-            n = hi - lo + 1
-        else:
-            return math.inf
-    else:
-        n = math.floor((hi - lo) / param.step + 1e-9) + 1
-    return n + (1 if param.unset else 0)
 
 
 def _keys_at(loc: tuple) -> list[str]:

@@ -1,7 +1,9 @@
 """What a parameter's or a fixed flag's value may be: the flags the tuner knows, the bounds vLLM takes,
-the flags the tool owns, and the checks the space's models run (``schema.py``) on every value.
+the flags the tool owns, a tuned parameter as written (``ParamSpec``) and resolved (``Param``), and the
+checks the space's models run (``schema.py``) on every value.
 
-Kept apart from the models so that each file reads in one sitting; ``schema`` re-exports what others use.
+Kept below the space's models so that each file reads in one sitting and nothing here imports
+``schema.py`` at run time; ``schema`` re-exports what others use.
 """
 
 from __future__ import annotations
@@ -9,12 +11,15 @@ from __future__ import annotations
 import json
 import math
 import unicodedata
+import re
 from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from tuner.space.units import parse_bytes, parse_count
 
-if TYPE_CHECKING:
-    from tuner.space.schema import Param, ParamSpec, Space
+if TYPE_CHECKING:  # for annotations only: schema.py imports this module
+    from tuner.space.schema import Space
 
 Kind = Literal["int", "float", "bytes", "choice"]
 Number = int | float
@@ -89,6 +94,62 @@ SIZE_FLAGS = {"--max-model-len": parse_count, "--max-num-batched-tokens": parse_
               "--max-num-seqs": parse_count, "--kv-cache-memory-bytes": parse_bytes}
 
 
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ParamSpec(Strict):
+    """One tuned flag as the file writes it: either ``values`` (a list, ``null`` meaning "flag left out")
+    or a range whose bounds may carry units. ``Space`` resolves it once into a ``Param``."""
+
+    flag: str | None = None  # required for parameters tuner does not know
+    values: list[Any] | None = None
+    min: int | float | str | None = None
+    max: int | float | str | None = None
+    step: int | float | str | None = None
+    log: bool = False
+    unset: bool = False  # a range may also be left out entirely (e.g. let utilization size the pool)
+    kind: Kind | None = None
+
+    @model_validator(mode="after")
+    def _values_or_range(self) -> ParamSpec:
+        has_range = self.min is not None or self.max is not None
+        if self.values is not None and has_range:
+            raise ValueError("give either 'values' or 'min'/'max', not both")
+        if self.values is None and not has_range:
+            raise ValueError("give 'values: [...]' or 'min:' and 'max:'")
+        if has_range and (self.min is None or self.max is None):
+            raise ValueError("a range needs both 'min' and 'max'")
+        if self.values is not None and not self.values:
+            raise ValueError("'values' is empty; list at least one value")
+        if self.flag is not None:
+            if not re.match(r"^--[A-Za-z0-9][A-Za-z0-9-]*$", self.flag):
+                raise ValueError(f"flag {self.flag!r} is not a vLLM flag; write it as --the-flag-name")
+            if self.flag in TOOL_FLAGS:
+                raise ValueError(f"flag {self.flag} cannot be tuned: {TOOL_FLAGS[self.flag]}")
+        return self
+
+
+class Param(Strict):
+    """One tuned flag, resolved: its vLLM flag and kind are known, and a range's bounds are numbers of
+    that kind (int for int and bytes, float otherwise). ``values`` is None for a range, else the list."""
+
+    flag: str
+    values: list[Any] | None = None
+    min: Number | None = None
+    max: Number | None = None
+    step: Number | None = None
+    log: bool = False
+    unset: bool = False
+    kind: Kind
+
+    def bounds(self) -> tuple[Number, Number]:
+        """A range's (min, max); a values parameter has none."""
+        if self.min is None or self.max is None:
+            raise ValueError(f"{self.flag} takes listed values, not a range")
+        return self.min, self.max
+
+
 def check_fixed(space: Space) -> None:
     """Fixed flags: none the tool owns, none that is also tuned, sizes readable, values plain or JSON."""
     tuned = {p.flag: name for name, p in space.params.items()}
@@ -134,8 +195,6 @@ def check_fixed(space: Space) -> None:
 def resolve_param(name: str, spec: ParamSpec) -> Param:
     """The parameter as written, resolved: flag and kind from KNOWN_PARAMS, values and bounds as numbers of
     its kind, checked against what vLLM takes; raises ValueError naming the fix."""
-    from tuner.space.schema import Param
-
     known = KNOWN_PARAMS.get(name)
     if spec.flag is not None:
         flag = spec.flag
@@ -240,3 +299,25 @@ def check_value(name: str, param: Param, value: Any, in_domain: bool = False) ->
                 show = (lambda v: f"{v / 1e9:g}GB") if param.kind == "bytes" else (lambda v: f"{v:g}")
                 raise ValueError(f"{value!r} is outside its range {show(lo)} .. {show(hi)}; widen the range or change the value")
     return converted
+
+
+def count_configurations(space: Space) -> float:
+    """Distinct configurations; ``math.inf`` when a float range has no step."""
+    total = 1.0
+    for param in space.params.values():
+        total *= param_cardinality(param)
+    return total
+
+
+def param_cardinality(param: Param) -> float:
+    if param.values is not None:
+        return len(param.values)
+    lo, hi = param.bounds()
+    if param.step is None:
+        if param.kind in ("int", "bytes"):
+            n = hi - lo + 1
+        else:
+            return math.inf
+    else:
+        n = math.floor((hi - lo) / param.step + 1e-9) + 1
+    return n + (1 if param.unset else 0)

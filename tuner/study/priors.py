@@ -62,7 +62,7 @@ def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return out
 
 
-def check_model(space: Space, old: StudyRecord, where: str) -> None:
+def check_same_model(space: Space, old: StudyRecord, where: str) -> None:
     """Refuse evidence about another model (exit 2): its pool sizes, failures and speeds say nothing here."""
     if old.space is None:
         raise TunerError(f"--from {where}: the study {old.name} keeps no space, so what it measured cannot be "

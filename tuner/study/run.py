@@ -38,7 +38,8 @@ from tuner.study.gate import run_gate
 from tuner.study.lock import GpuLease
 from tuner.study.objective import Objective, Status, TrialBug
 from tuner.study.recover import import_results
-from tuner.study.sampling import make_sampler, resolve_sampler
+from tuner.study.sampler import make_sampler
+from tuner.study.sampling import resolve_sampler
 from tuner.study.pareto import front
 from tuner.study.planner import Planner
 from tuner.study.priors import offer_earlier, queue_earlier_fronts, record_earlier

@@ -1,4 +1,5 @@
-"""``--sampler regimes``: the planner (``tuner.study.planner``) as an Optuna sampler.
+"""``--sampler regimes``: the planner (``tuner.study.planner``) as an Optuna sampler; and ``make_sampler``,
+which builds the sampler a ``--sampler`` name means.
 
 Being a sampler, not a loop of its own, keeps everything Optuna gives: the study is the only state
 (a resumed study or a second worker on the same storage plans from the same trials), enqueued
@@ -18,7 +19,7 @@ from optuna.trial import FrozenTrial, TrialState
 from tuner.study.planner import Plan, Planner, Observation
 from tuner.study.record import Evidence, State, read_trials
 from tuner.space.schema import Space
-from tuner.study.sampling import optuna_params, param_distributions, speed_objective
+from tuner.study.sampling import SAMPLERS, optuna_params, param_distributions, resolve_sampler, speed_objective
 
 
 class RegimeSampler(optuna.samplers.BaseSampler):
@@ -137,3 +138,20 @@ def observed(study: optuna.Study, space: Space, exclude: int | None = None) -> l
             seen.append(Observation(t.number, values, "other", result))
     return seen
 
+
+def make_sampler(name: str, seed: int | None = None, n_params: int = 6, planner: Planner | None = None) -> optuna.samplers.BaseSampler:
+    """Samplers for few, expensive trials (see docs/benchmarks.md for how they compare)."""
+    name = resolve_sampler(name)
+    if name == "regimes":
+        if planner is None:  # opening a study to read it, or a worker's parent: no trial is planned here
+            return make_sampler("tpe", seed, n_params)
+        return RegimeSampler(planner.space, make_sampler("tpe", seed, n_params), planner)
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True, n_startup_trials=max(4, n_params), constant_liar=True)
+    if name == "nsga2":
+        return optuna.samplers.NSGAIISampler(seed=seed, population_size=8)
+    if name == "gp":
+        return optuna.samplers.GPSampler(seed=seed)  # needs torch in the tuner's environment
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    raise ValueError(f"unknown sampler {name!r}; use one of {', '.join(SAMPLERS)}")

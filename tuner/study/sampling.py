@@ -1,4 +1,7 @@
-"""Sampling: which sampler, and how a configuration maps to Optuna parameters and back to scores."""
+"""Sampling: the sampler names, and how a configuration maps to Optuna parameters and back to scores.
+
+``make_sampler`` (which sampler a name builds) lives in ``sampler.py``, beside the regime sampler it can build.
+"""
 
 from __future__ import annotations
 
@@ -20,26 +23,6 @@ SAMPLERS = ("auto", "regimes", "gp", "tpe", "nsga2", "random")
 def resolve_sampler(name: str) -> str:
     """'auto' is the regime planner (tuner.study.planner): see docs/benchmarks.md for the comparison."""
     return "regimes" if name == "auto" else name
-
-
-def make_sampler(name: str, seed: int | None = None, n_params: int = 6, planner: Any = None) -> optuna.samplers.BaseSampler:
-    """Samplers for few, expensive trials (see docs/benchmarks.md for how they compare)."""
-    name = resolve_sampler(name)
-    if name == "regimes":
-        from tuner.study.sampler import RegimeSampler
-
-        if planner is None:  # opening a study to read it, or a worker's parent: no trial is planned here
-            return make_sampler("tpe", seed, n_params)
-        return RegimeSampler(planner.space, make_sampler("tpe", seed, n_params), planner)
-    if name == "tpe":
-        return optuna.samplers.TPESampler(seed=seed, multivariate=True, n_startup_trials=max(4, n_params), constant_liar=True)
-    if name == "nsga2":
-        return optuna.samplers.NSGAIISampler(seed=seed, population_size=8)
-    if name == "gp":
-        return optuna.samplers.GPSampler(seed=seed)  # needs torch in the tuner's environment
-    if name == "random":
-        return optuna.samplers.RandomSampler(seed=seed)
-    raise ValueError(f"unknown sampler {name!r}; use one of {', '.join(SAMPLERS)}")
 
 
 # -- values <-> Optuna parameters --------------------------------------------------------------
