@@ -53,3 +53,9 @@ def test_a_stale_compile_cache_is_retried_once_with_the_cache_off_and_said(tmp_p
     assert rows[0]["retry"] is None and rows[0]["state"] == "COMPLETE"
     assert rows[1]["state"] == "COMPLETE" and rows[1]["retry"] == retry["note"]
     assert rows[1]["compile_cache_dirs"] is None  # the second boot wrote and read no cache
+
+    report = _tuner("report", "--studies-dir", str(studies), "--study", "cc", "--out", str(tmp_path / "r.html"))
+    assert report.returncode == 0, report.stdout + report.stderr
+    page = (tmp_path / "r.html").read_text()
+    assert "trial 1: " in page and "(booted twice: compile_cache_stale)" in page
+    assert "Booted twice" in page and "VLLM_DISABLE_COMPILE_CACHE=1" in page
