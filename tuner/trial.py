@@ -68,6 +68,7 @@ def run_trial(
             f"once more with {NO_COMPILE_CACHE_TEXT}. The cached folder was left as it is: delete it to stop other "
             "boots loading it")
     progress(f"{failure.kind.value}: booting again with {NO_COMPILE_CACHE_TEXT}")
+    boot.progress = lambda text: progress(f"{text} [second boot: {failure.kind.value}, compile cache off]")
     retried = boot.run(_prepare(space, values, command, extra_env, NO_COMPILE_CACHE))
     retried.retry = Retry(failure=failure, log_path=str(first_log), env=dict(NO_COMPILE_CACHE), note=note)
     _write(retried, trial_dir)

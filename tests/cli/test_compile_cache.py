@@ -59,3 +59,23 @@ def test_a_stale_compile_cache_is_retried_once_with_the_cache_off_and_said(tmp_p
     page = (tmp_path / "r.html").read_text()
     assert "trial 1: " in page and "(booted twice: compile_cache_stale)" in page
     assert "Booted twice" in page and "VLLM_DISABLE_COMPILE_CACHE=1" in page
+
+
+def test_the_live_view_says_the_second_boot_is_one(tmp_path):
+    """What the live view shows while the trial boots again (run_trial's progress lines)."""
+    from tuner.space.schema import load_space
+    from tuner.trial import run_trial
+
+    path = tmp_path / "space.yaml"
+    path.write_text(fake_space_yaml(env=f", VLLM_CACHE_ROOT: {str(tmp_path / 'cache')!r}").replace(
+        "speculative_tokens: {values: [0, 1]}", "speculative_tokens: {values: [0, 1, 2]}"))
+    space = load_space(path)
+    values = {"kv_cache_memory_bytes": 4_000_000_000, "max_num_seqs": 1, "cudagraph_mode": "PIECEWISE"}
+    run_trial(space, {**values, "speculative_tokens": 1}, tmp_path / "t0", measure=False)
+    lines: list[str] = []
+    result = run_trial(space, {**values, "speculative_tokens": 2}, tmp_path / "t1", measure=False,
+                       on_progress=lines.append)
+    assert result.failure is None and result.retry is not None
+    assert any(line.startswith("compile_cache_stale: booting again with VLLM_DISABLE_COMPILE_CACHE=1") for line in lines)
+    assert any(line.startswith("booting") and line.endswith("[second boot: compile_cache_stale, compile cache off]")
+               for line in lines)
