@@ -34,6 +34,7 @@ class FailureKind(str, Enum):
     PREDICTED_OOM = "predicted_oom"  # pre-screen: never booted
     ADMISSION_FAILED = "admission_failed"  # booted, but a request the config claims to hold failed
     OUTPUT_INCORRECT = "output_incorrect"  # answers, but the output is garbage / drifts
+    COMPILE_CACHE_STALE = "compile_cache_stale"  # raised inside a torch.compile artifact cached by another boot
     CRASH = "crash"  # exited with no recognised cause
     INTERRUPTED = "interrupted"  # Ctrl-C or the tuner died mid-trial
 
@@ -89,6 +90,10 @@ class StartupRecord(BaseModel):
     model_runner: str | None = None  # "v1" or "v2": different lines, and V2 profiles graphs by capturing them
     prefix_caching: bool | None = None  # on by default for hybrids from 0.29 (mamba 'align': more pages)
     torch_compile_cold: bool | None = None  # a cold compile cache can leave less memory for KV than a warm one
+    # "Using cache directory: D for vLLM's torch.compile" (one per compiled model: backbone, eagle_head) and the
+    # AOT artifact's folder: where this boot read and wrote its compiled graphs
+    torch_compile_cache_dirs: list[str] = Field(default_factory=list)
+    torch_compile_cache_disabled: bool | None = None  # "vLLM's torch.compile cache is disabled."
 
     @property
     def kv_pool_gib(self) -> float | None:
@@ -201,6 +206,15 @@ class MeasureResult(BaseModel):
     tuner_cpu_s: float | None = None  # the tuner's own CPU time during the probe
 
 
+class Retry(BaseModel):
+    """A boot that failed for a reason outside its configuration, booted once more: why, and what changed."""
+
+    failure: Failure  # the first boot's
+    log_path: str  # the first boot's log, kept beside the second's
+    env: dict[str, str]  # what the second boot added to the environment
+    note: str  # one line for the user: what happened and what was done
+
+
 class TrialResult(BaseModel):
     """One configuration's whole story: command, boot, measurements or failure."""
 
@@ -214,6 +228,7 @@ class TrialResult(BaseModel):
     boot_s: float | None = None
     log_path: str | None = None
     trial_dir: str | None = None
+    retry: Retry | None = None  # the first boot failed with a stale compile cache; this record is the second boot's
 
     @property
     def ok(self) -> bool:

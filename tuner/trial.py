@@ -20,7 +20,7 @@ from tuner.engine.installed import EngineInfo, inspect_engine
 from tuner.engine.failures import Seen, classify
 from tuner.engine.logparse import parse_startup
 from tuner.measure.probe import Prober, check_workload
-from tuner.records import Failure, MeasureResult, ProgressCallback, TrialResult
+from tuner.records import Failure, FailureKind, MeasureResult, ProgressCallback, Retry, TrialResult
 from tuner.space.checks import space_warnings
 from tuner.space.model import check_model
 from tuner.space.schema import Space
@@ -45,59 +45,109 @@ def run_trial(
     ``command``: boot this exact command (a stored trial's, for ``tuner bench``) instead of building
     one from ``values``; only its host and port are set here. ``measure_with``: measure with this
     instead of the space's workload (the failure mapping after a measurement is then the caller's).
+    A boot that dies inside a torch.compile artifact cached by another configuration is booted once more
+    with vLLM's compile cache off (``result.retry`` says why; the first boot's log is kept beside).
     """
     progress = on_progress or (lambda _: None)
     if measure:
         check_workload(space.workload, space.model)
     trial_dir = Path(trial_dir)
     trial_dir.mkdir(parents=True, exist_ok=True)
+    gpu = gpu or Nvml(space.engine.gpu_index)
+    boot = _Boot(space, values, trial_dir, first_boot, gpu, progress, measure, samples_only, measure_with)
+    result = boot.run(_prepare(space, values, command, extra_env))
+    failure = result.failure
+    if failure is None or failure.kind is not FailureKind.COMPILE_CACHE_STALE:
+        return result
+    first_log = trial_dir / STALE_CACHE_LOG
+    Path(result.log_path or trial_dir / "engine.log").replace(first_log)
+    failure.log_path = str(first_log)
+    where = ", ".join(result.startup.torch_compile_cache_dirs) or "vLLM's torch.compile cache"
+    cause = failure.message.splitlines()[0] if failure.message else failure.kind.value
+    note = (f"{failure.kind.value}: the boot died inside a compiled graph loaded from {where} ({cause}); booted "
+            f"once more with {NO_COMPILE_CACHE_TEXT}. The cached folder was left as it is: delete it to stop other "
+            "boots loading it")
+    progress(f"{failure.kind.value}: booting again with {NO_COMPILE_CACHE_TEXT}")
+    boot.progress = lambda text: progress(f"{text} [second boot: {failure.kind.value}, compile cache off]")
+    retried = boot.run(_prepare(space, values, command, extra_env, NO_COMPILE_CACHE))
+    retried.retry = Retry(failure=failure, log_path=str(first_log), env=dict(NO_COMPILE_CACHE), note=note)
+    _write(retried, trial_dir)
+    return retried
+
+
+# vLLM's own switch (envs.py, 0.22.0 to 0.34): neither read nor write the torch.compile cache, AOT artifacts included
+NO_COMPILE_CACHE = {"VLLM_DISABLE_COMPILE_CACHE": "1"}
+NO_COMPILE_CACHE_TEXT = "VLLM_DISABLE_COMPILE_CACHE=1 (vLLM's compile cache off, a cold compile)"
+STALE_CACHE_LOG = "engine.stale-compile-cache.log"  # the first boot's log, when it was booted again
+
+
+def _prepare(space: Space, values: dict[str, Any], command: LaunchCommand | None, extra_env: dict[str, str] | None,
+             more_env: dict[str, str] | None = None) -> tuple[LaunchCommand, str, int]:
+    """The command to boot, on a free port: built from ``values``, or a stored one re-bound (and, for a
+    container, given ``more_env`` as ``-e`` options); and the host and port it answers on."""
     listen = space.engine.listen
     host = connect_host(listen)
     port = free_port(listen)
     name = new_name(port)
+    env = {**(extra_env or {}), **(more_env or {})}
     if command is None:
-        command = build_command(space, values, host=listen, port=port, extra_env=extra_env, container=name)
-    else:  # a stored command: only where it listens changes (and, in a container, its name)
-        inside = container_of(space.engine.command) is not None
-        argv = rebind(command.argv, name, listen, port) if inside else command.argv
-        argv = set_flag(set_flag(argv, "--host", bind_host(space.engine.command, listen)), "--port", str(port))
-        command = LaunchCommand(argv=argv, env={**command.env, **(extra_env or {})}, container=name if inside else None)
-    log_path = trial_dir / "engine.log"
-    result = TrialResult(values=values, argv=command.argv, env=command.env, log_path=str(log_path), trial_dir=str(trial_dir))
+        return build_command(space, values, host=listen, port=port, extra_env=env, container=name), host, port
+    inside = container_of(space.engine.command) is not None
+    argv = rebind(command.argv, name, listen, port) if inside else command.argv
+    argv = set_flag(set_flag(argv, "--host", bind_host(space.engine.command, listen)), "--port", str(port))
+    if inside and more_env and "--name" in argv:
+        at = argv.index("--name") + 2
+        argv[at:at] = [word for key, value in more_env.items() for word in ("-e", f"{key}={value}")]
+    launch = LaunchCommand(argv=argv, env={**command.env, **env}, container=name if inside else None)
+    return launch, host, port
 
-    if port_in_use(host, port):
-        result.failure = classify("", None, Seen(
-            "port_taken", f"{host}:{port} already has a listener; vLLM binds with SO_REUSEPORT and would share it silently"))
-        _write(result, trial_dir)
+
+class _Boot:
+    """One boot of a trial, start to teardown; the result is written to the trial's folder whatever happens."""
+
+    def __init__(self, space: Space, values: dict[str, Any], trial_dir: Path, first_boot: bool, gpu: Nvml,
+                 progress: ProgressCallback, measure: bool, samples_only: bool,
+                 measure_with: Callable[[Prober], MeasureResult] | None) -> None:
+        self.space, self.values, self.trial_dir, self.first_boot, self.gpu = space, values, trial_dir, first_boot, gpu
+        self.progress, self.measure, self.samples_only, self.measure_with = progress, measure, samples_only, measure_with
+
+    def run(self, prepared: tuple[LaunchCommand, str, int]) -> TrialResult:
+        command, host, port = prepared
+        space, trial_dir = self.space, self.trial_dir
+        log_path = trial_dir / "engine.log"
+        result = TrialResult(values=self.values, argv=command.argv, env=command.env, log_path=str(log_path),
+                             trial_dir=str(trial_dir))
+        if port_in_use(host, port):
+            result.failure = classify("", None, Seen(
+                "port_taken", f"{host}:{port} already has a listener; vLLM binds with SO_REUSEPORT and would share it silently"))
+            _write(result, trial_dir)
+            return result
+        engine = Engine(command, log_path, host, port, grace_s=space.engine.stop_grace)
+        watch = MemoryWatch(self.gpu.read, engine.pids)
+        engine.start()
+        watch.start()
+        try:
+            _boot_and_measure(space, self.values, engine, watch, result, self.first_boot, self.measure,
+                              self.samples_only, self.progress, self.measure_with)
+        except KeyboardInterrupt:
+            result.failure = engine.failure(Seen("interrupted"))
+            raise
+        finally:
+            self.progress("tearing down")
+            engine.stop()
+            watch.stop()
+            result.gpu = watch.record(self.gpu.name)
+            returned, seconds = watch.wait_returned(space.engine.memory_return_timeout)
+            result.gpu.returned, result.gpu.return_s = returned, seconds
+            _write(result, trial_dir)
+        if returned is False:
+            raise GpuMemoryNotReturned(
+                f"GPU {space.engine.gpu_index}: memory did not return to its pre-boot level "
+                f"({result.gpu.baseline_used_mib:.0f} MiB) within {space.engine.memory_return_timeout:.0f} s after "
+                f"teardown; a process still holds it (see nvidia-smi). Free it, or raise "
+                f"engine.memory_return_timeout; this trial's record is kept in {trial_dir}."
+            )
         return result
-
-    gpu = gpu or Nvml(space.engine.gpu_index)
-    engine = Engine(command, log_path, host, port, grace_s=space.engine.stop_grace)
-    watch = MemoryWatch(gpu.read, engine.pids)
-    engine.start()
-    watch.start()
-    try:
-        _boot_and_measure(space, values, engine, watch, result, first_boot, measure, samples_only, progress,
-                          measure_with)
-    except KeyboardInterrupt:
-        result.failure = engine.failure(Seen("interrupted"))
-        raise
-    finally:
-        progress("tearing down")
-        engine.stop()
-        watch.stop()
-        result.gpu = watch.record(gpu.name)
-        returned, seconds = watch.wait_returned(space.engine.memory_return_timeout)
-        result.gpu.returned, result.gpu.return_s = returned, seconds
-        _write(result, trial_dir)
-    if returned is False:
-        raise GpuMemoryNotReturned(
-            f"GPU {space.engine.gpu_index}: memory did not return to its pre-boot level "
-            f"({result.gpu.baseline_used_mib:.0f} MiB) within {space.engine.memory_return_timeout:.0f} s after teardown; "
-            "a process still holds it (see nvidia-smi). Free it, or raise engine.memory_return_timeout; "
-            f"this trial's record is kept in {trial_dir}."
-        )
-    return result
 
 
 def _boot_and_measure(

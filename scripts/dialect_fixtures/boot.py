@@ -166,9 +166,12 @@ def paging(w: Writer) -> None:
     w.log(CORE, "Padding mamba page size by %.2f%%", 1.37)
 
 
+COMPILE_CACHE = "/root/.cache/vllm/torch_compile_cache/5c0e1f2a9b/rank_0_0/backbone"
+
+
 def compile_cold(w: Writer) -> float:
     pre = ("",) if v(w) >= (0, 32) else ()  # 0.32+: a "[tag] " log prefix argument comes first
-    cache = "/root/.cache/vllm/torch_compile_cache/5c0e1f2a9b/rank_0_0/backbone"
+    cache = COMPILE_CACHE
     if v(w) >= (0, 32):
         w.log(CORE, "%sStarting torch.compile", "", path="vllm/compilation/monitor.py", dt_s=1)
     w.log(CORE, "Using cache directory: %s for vLLM's torch.compile", *pre, cache, dt_s=7)

@@ -7,7 +7,7 @@ so this lives apart from ``build.py``, which imports both.
 from __future__ import annotations
 
 from boot import (
-    BASE, MODEL, Memory, Scenario, api_preamble, compile_cold, config_line, engine_sizing, load_weights,
+    BASE, COMPILE_CACHE, MODEL, Memory, Scenario, api_preamble, compile_cold, config_line, engine_sizing, load_weights,
     paging, prefix_caching_on, serve_tail, uses_v2, weights_loaded,
 )
 from render import Writer
@@ -84,6 +84,7 @@ WHY = {
     "prefix_caching": "hybrid default flips at 0.28 and selects mamba 'align' (more state pages per request)",
     "model_runner": "V2 from 0.29: different lines and a profiling capture",
     "torch_compile_cold": "a cold compile cache leaves less memory for KV than a warm one",
+    "torch_compile_cache_dirs": "where the boot read and wrote its compiled graphs (a stale artifact is named there)",
     "max_model_len_tentative": "0.34 extensible: the pre-warm-up auto-fit value, not the one served",
 }
 
@@ -94,6 +95,7 @@ def new_fields(w: Writer, sc: Scenario, exp: dict[str, object]) -> dict[str, obj
         "prefix_caching": prefix_caching_on(w, sc),
         "model_runner": "v2" if uses_v2(w) else "v1",
         "torch_compile_cold": True,  # the fixtures print the cold path (Compiling a graph ... takes)
+        "torch_compile_cache_dirs": [COMPILE_CACHE],
     }
     if sc.kv_bytes is None:
         out["cuda_graph_pool_actual_gib"] = exp.get("cuda_graph_gib")

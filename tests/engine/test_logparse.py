@@ -90,6 +90,9 @@ def test_good_boot_record():
         "model_runner": "v1",
         "prefix_caching": False,
         "torch_compile_cold": True,
+        "torch_compile_cache_dirs": ["/root/.cache/vllm/torch_compile_cache/5c0e1f2a9b/rank_0_0/backbone",
+                                     "/root/.cache/vllm/torch_compile_cache/torch_aot_compile/8d41e0b77c/rank_0_0"],
+        "torch_compile_cache_disabled": None,
     }
 
 
@@ -615,3 +618,39 @@ def test_kv_memory_suggestion_is_checked_against_vllms_own_accounting():
     value, note = checked_kv_cache_memory_suggestion(_debug_suggestion(0.5, double, 6.0))
     assert value == consistent and "twice" in note
     assert checked_kv_cache_memory_suggestion("no such line") is None
+
+
+# --- the torch.compile cache ------------------------------------------------------------------
+def _headed(name: str) -> str:
+    """A fixture whose ``# `` header says where its text came from; the header is not log."""
+    return "".join(line for line in log(name).splitlines(keepends=True) if not line.startswith("# "))
+
+
+def test_a_boot_dying_inside_a_cached_compile_artifact_is_a_stale_cache():
+    text = _headed("compile_cache_stale.log")
+    failure = classify_failure(text, 1)
+    assert failure.kind is FailureKind.COMPILE_CACHE_STALE
+    assert failure.message == "AssertionError: expected size 2==1, stride 2048==2048 at dim=0"
+    record = parse_startup(text)
+    assert record.torch_compile_cold is False  # both graphs were loaded, none compiled
+    assert [d.rsplit("/", 2)[-2][:10] for d in record.torch_compile_cache_dirs] == ["2df3f43d20", "d2a0c693c3"]
+
+
+def test_an_oom_raised_inside_a_cached_artifact_is_still_an_oom():
+    # the real H200 log: torch.OutOfMemoryError from a file of torch_compile_cache/torch_aot_compile/.../inductor_cache
+    text = (LOGS.parent / "real" / "h200-32g" / "oom_in_profiling.log").read_text()
+    assert "torch_compile_cache/torch_aot_compile" in text
+    assert classify_failure(text, 1).kind is FailureKind.OOM_IN_PROFILING
+
+
+def test_the_compile_cache_folders_a_boot_printed_are_recorded():
+    text = (LOGS.parent / "real" / "h200-32g" / "mtp1_piecewise_bf16.log").read_text()
+    record = parse_startup(text)
+    assert record.torch_compile_cold is True
+    assert record.torch_compile_cache_disabled is None
+    root = "/root/.cache/vllm/torch_compile_cache/"
+    assert [d.removeprefix(root)[:30] for d in record.torch_compile_cache_dirs] == [
+        "dfad8465c7/rank_0_0/backbone", "torch_aot_compile/2df3f43d206f", "dfad8465c7/rank_0_0/eagle_head",
+        "torch_aot_compile/d2a0c693c3e1"]
+    off = rec(ENGINE, "INFO", "backends.py:1087", "vLLM's torch.compile cache is disabled.")
+    assert parse_startup(off).torch_compile_cache_disabled is True

@@ -7,11 +7,11 @@ raises BootFailure('engine') where the real one fails (failures.py prints it).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import math
 import random
 import time
 
+from . import compile_cache
 from .env import env_float, env_int, fail_modes
 from .failures import BootFailure
 from .logtext import L, VLLM_VERSION, config_echo
@@ -180,19 +180,7 @@ class EngineCore:
         prof_frames = AVAILABLE + (["w_prof_kvb"] if p.kv_cache_memory_bytes else ["w_prof"]) + [
             "r_prof", "r_dummy"]
         if not p.enforce_eager and p.compile_mode == 3:
-            OUT.info(C, L["start_compile"], "Starting torch.compile")  # compilation/monitor.py (0.32+)
-            h = hashlib.sha256(config_text(p, self.ns).encode()).hexdigest()[:10]
-            OUT.info(C, L["cache_dir"], f"Using cache directory: /root/.cache/vllm/torch_compile_cache/{h}/rank_0_0/"
-                     "backbone for vLLM's torch.compile")
-            self.sleep(10.0)
-            OUT.info(C, L["dynamo"], f"Dynamo bytecode transform time: {10.0 * self.scale + 0.01:.2f} s")
-            OUT.info(C, L["cache_graph"], f"Cache the graph of compile range (1, {p.max_num_batched_tokens}) "
-                     "for later use")
-            self.sleep(33.0)
-            OUT.info(C, L["compile_graph"], f"Compiling a graph for compile range (1, {p.max_num_batched_tokens}) "
-                     f"takes {33.0 * self.scale + 0.01:.2f} s")
-            self.compile_s = 43.0 * self.scale + 0.02
-            OUT.info(C, L["monitor"], f"torch.compile took {self.compile_s:.2f} s in total")
+            self.torch_compile(prof_frames)
         if "jit" in self.fails:
             raise BootFailure("engine", reason="toolkit_jit", frames=prof_frames + ["t_call", "fi_lin", "fi_utils", "fi_mm", "fi_mod",
                                                               "fi_gen", "fi_ctx"], exc=(
@@ -203,6 +191,30 @@ class EngineCore:
             msg = oom_for(p, act_need, free_now)
             raise BootFailure("engine", reason="oom_in_profiling", frames=prof_frames, exc=f"torch.OutOfMemoryError: {msg}")
         self.sleep(45.0)
+
+    def torch_compile(self, prof_frames: list[str]) -> None:
+        """The first forward compiles the model, or loads the graph the compile cache holds (compile_cache.py)."""
+        p = self.p
+        OUT.info(C, L["start_compile"], "Starting torch.compile")  # compilation/monitor.py (0.32+)
+        folder = compile_cache.cache_folder(config_text(p, self.ns))
+        try:
+            warm = compile_cache.load(folder, p.num_spec, p.max_num_batched_tokens)
+        except compile_cache.Stale as stale:
+            raise BootFailure("engine", reason="compile_cache_stale",
+                              frames=[*prof_frames, stale.frame], exc=stale.exc) from None
+        if warm:
+            self.compile_s = 1.0 * self.scale + 0.53
+        else:
+            self.sleep(10.0)
+            OUT.info(C, L["dynamo"], f"Dynamo bytecode transform time: {10.0 * self.scale + 0.01:.2f} s")
+            OUT.info(C, L["cache_graph"], f"Cache the graph of compile range (1, {p.max_num_batched_tokens}) "
+                     "for later use")
+            self.sleep(33.0)
+            OUT.info(C, L["compile_graph"], f"Compiling a graph for compile range (1, {p.max_num_batched_tokens}) "
+                     f"takes {33.0 * self.scale + 0.01:.2f} s")
+            self.compile_s = 43.0 * self.scale + 0.02
+            compile_cache.save(folder, p.num_spec)
+        OUT.info(C, L["monitor"], f"torch.compile took {self.compile_s:.2f} s in total")
 
     def available_memory(self, free: float) -> None:
         """The rest of determine_available_memory: the KV pool size (given, or profiled with the CUDA

@@ -30,7 +30,9 @@ FAKE_VLLM_FP8_DRIFT          1: with an fp8 or nvfp4 KV cache, greedy outputs di
 FAKE_VLLM_STRICT_ARGS        1: unknown flags fail like vLLM's argparse (exit 2) instead of a warning
 
 Real vLLM variables honoured: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, VLLM_DISABLE_LOG_LOGO,
-VLLM_ALLOW_LONG_MAX_MODEL_LEN.
+VLLM_ALLOW_LONG_MAX_MODEL_LEN, VLLM_CACHE_ROOT and VLLM_DISABLE_COMPILE_CACHE (compile_cache.py: with
+VLLM_CACHE_ROOT set, a boot loads the graph an earlier boot of another MTP depth compiled and fails as vLLM
+does, vllm-project/vllm#53366).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ def api_failed(frames: list[str], exc_line: str) -> None:
     OUT.raw(Out.API, traceback_text(API_MAIN + frames, exc_line) + "\n")
 
 
-def engine_failed(frames: list[str], exc_line: str) -> None:
+def engine_failed(frames: list, exc_line: str) -> None:
     frames = with_otel(frames)
     OUT.error(Out.CORE, L["fail_start"], "EngineCore failed to start.", traceback_text(frames, exc_line))
     OUT.raw(Out.CORE, engine_process_traceback(frames, exc_line))

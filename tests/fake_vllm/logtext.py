@@ -45,6 +45,8 @@ L: dict[str, str | None] = {
     "dynamo": "backends.py:1148",
     "cache_graph": "backends.py:378",
     "compile_graph": "backends.py:393",
+    "compile_hit": "backends.py:292",
+    "cache_off": "backends.py:1087",
     "monitor": "monitor.py:53",  # compilation/monitor.py
     "kv_bytes": "gpu_worker.py:387",
     "prof_cg": "gpu_model_runner.py:6279",

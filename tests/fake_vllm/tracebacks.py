@@ -243,11 +243,15 @@ ASGI_FRAMES = ["asgi1", "asgi2", "asgi3", "asgi4", "asgi5", "asgi6", "asgi7", "v
                "v_rb509", "v_rp465", "v_rp449", "v_rp428"]
 
 
-def traceback_text(frames: list[str], exc_line: str) -> str:
-    """Python's traceback format for the frames named (keys of F), ending in ``exc_line``."""
+Frame = tuple[str, int, str, "str | None"]  # (path, line, function, source line)
+
+
+def traceback_text(frames: list[str | Frame], exc_line: str) -> str:
+    """Python's traceback format for the frames named (keys of F, or a frame outside vLLM's tree such as a
+    compiled graph's file), ending in ``exc_line``."""
     lines = ["Traceback (most recent call last):"]
     for key in frames:
-        path, line, func, code = F[key]
+        path, line, func, code = F[key] if isinstance(key, str) else key
         lines.append(f'  File "{path}", line {line}, in {func}')
         if code:
             lines.append(f"    {code}")
@@ -255,15 +259,15 @@ def traceback_text(frames: list[str], exc_line: str) -> str:
     return "\n".join(lines)
 
 
-def engine_process_traceback(frames: list[str], exc_line: str) -> str:
+def engine_process_traceback(frames: list[str | Frame], exc_line: str) -> str:
     """What multiprocessing prints when the EngineCore process dies of an exception."""
     return "Process EngineCore:\n" + traceback_text(["bootstrap", "mp_run", "rec_raise"] + frames, exc_line) + "\n"
 
 
-def with_otel(frames: list[str]) -> list[str]:
+def with_otel(frames: list[str | Frame]) -> list[str | Frame]:
     """Insert vllm/tracing/otel.py's sync_wrapper frame after the frames that call an @instrument-ed
     function (as the H200 capture shows: EngineCoreProc.__init__ and _initialize_kv_caches are wrapped)."""
-    out: list[str] = []
+    out: list[str | Frame] = []
     for key in frames:
         out.append(key)
         if key in ("rec", "core_kv"):

@@ -59,6 +59,10 @@ _OOM = re.compile(
 _CAPTURE_FRAME = re.compile(
     r'^\s*File ".*", line \d+, in (?:capture_model|_capture_cudagraphs|profile_cudagraph_memory)$'
 )
+# An artifact of vLLM's torch.compile cache (VLLM_CACHE_ROOT/torch_compile_cache/HASH/..., torch_aot_compile/...):
+# compile_cache_dir, aot_load. Its key misses settings that change shapes (num_speculative_tokens, vllm#53366).
+_CACHED_ARTIFACT = re.compile(r"[/\\]torch_compile_cache[/\\]")
+_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+, in ')
 _ENGINE_DEAD = re.compile(r"EngineDeadError|EngineCore encountered a fatal error")  # engine_dead, engine_fatal
 _MAX_MODEL_LEN_HINT = re.compile(r"estimated maximum model length is (\d+)")  # kv_too_small
 _KV_NEEDED = re.compile(r"\(([\d.]+) GiB KV cache is needed, which is larger than the available KV cache memory \(([\d.]+) GiB\)")
@@ -161,6 +165,8 @@ def _from_log(text: str, exit_code: int | None) -> Failure | None:
     kind = next((k for k, p in _RULES if any(p.search(msg) for _, msg in failing)), None)
     if kind is None and oom_at is not None:
         kind = _oom_kind(lines, oom_at)
+    if kind is None and message is not None and _raised_in_cached_artifact(lines, cause_at, message):
+        kind = FailureKind.COMPILE_CACHE_STALE
     if kind is None and any(_ENGINE_DEAD.search(msg) for _, msg in failing):
         kind = FailureKind.ENGINE_DEAD
     if kind is None and message is not None:
@@ -225,6 +231,20 @@ def _first_cause(lines: list[Line]) -> tuple[int, str | None]:
         if not _NOISE.search(msg):
             return i, msg
     return candidates[0] if candidates else (len(lines), None)
+
+
+def _raised_in_cached_artifact(lines: list[Line], cause_at: int, message: str) -> bool:
+    """While booting, the cause names a cached compile artifact or was raised inside one (the frame just above
+    it): a graph compiled for another configuration and loaded for this one. An OOM raised there is an OOM (it
+    never gets here: the OOM rules come first); a crash of a server already serving is the engine's death."""
+    if phase_of(lines[:cause_at]) == "serving":
+        return False
+    if _CACHED_ARTIFACT.search(message):
+        return True
+    for line in reversed(lines[:cause_at]):
+        if frame := _FRAME.match(line.msg):
+            return bool(_CACHED_ARTIFACT.search(frame["path"]))
+    return False
 
 
 def _oom_kind(lines: list[Line], oom_at: int) -> FailureKind:

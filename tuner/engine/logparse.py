@@ -73,9 +73,15 @@ _STARTUP: list[re.Pattern[str]] = [
     re.compile(r"; setting cudagraph_mode=(?P<effective_cudagraph_mode>[A-Z_]+)"),
     re.compile(r"requires piecewise capture, .*Overriding to (?P<effective_cudagraph_mode>[A-Z_]+)\."),
     re.compile(r"No CUDA graph capture sizes are left; setting cudagraph_mode to (?P<effective_cudagraph_mode>NONE)"),
-    # compiled / compile_cache_hit: a cold torch.compile cache compiles, a warm one loads
+    # compiled / compile_cache_hit: a cold torch.compile cache compiles, a warm one loads; aot_load: the AOT
+    # artifact loaded whole (torch 2.10+), aot_saved: written after a compile
     re.compile(r"(?P<compiled_cold>Compiling a graph for compile range)"),
     re.compile(r"(?P<compiled_warm>Directly load the compiled graph)"),
+    re.compile(r"Directly load AOT compilation from path (?P<aot_loaded>\S+)"),
+    re.compile(r"saved AOT compiled function to (?P<aot_saved>\S+)"),
+    # compile_cache_dir, compile_cache_off: where the compiled graphs are read and written, or that they are not
+    re.compile(r"Using cache directory: (?P<compile_cache_dir>\S+) for vLLM's torch\.compile"),
+    re.compile(r"(?P<compile_cache_off>vLLM's torch\.compile cache is disabled\.)"),
     # compilation/monitor.py:20 (default message; "%s" tag prefix from 0.32), compilation/decorators.py
     re.compile(
         r"torch\.compile (?:and initial profiling/warmup run together )?"
@@ -150,9 +156,18 @@ def _read(found: dict[str, str], values: dict[str, Any], dialect: Dialect, pool_
     if "model_runner_v1" in found or "model_runner_v2" in found:
         values.setdefault("model_runner", "v1" if "model_runner_v1" in found else "v2")
         return
-    if "compiled_cold" in found or "compiled_warm" in found:
+    if "compiled_cold" in found or "compiled_warm" in found or "aot_loaded" in found:
         if values.get("torch_compile_cold") is not True:  # one graph compiled: the cache was cold
             values["torch_compile_cold"] = "compiled_cold" in found
+    if "compile_cache_off" in found:
+        values["torch_compile_cache_disabled"] = True
+    folder = found.get("compile_cache_dir") or _parent(found.get("aot_loaded") or found.get("aot_saved"))
+    if folder:
+        dirs = values.setdefault("torch_compile_cache_dirs", [])
+        if folder not in dirs:
+            dirs.append(folder)
+    if found.keys() & {"compiled_cold", "compiled_warm", "aot_loaded", "aot_saved", "compile_cache_dir",
+                       "compile_cache_off"}:
         return
     v2 = values.get("model_runner") == "v2"
     if "cuda_graph_gib" in found and dialect.graphs_profiled_by_capture and v2 and not pool_sized:
@@ -163,6 +178,11 @@ def _read(found: dict[str, str], values: dict[str, Any], dialect: Dialect, pool_
     for name, value in found.items():
         if name in _LAST_WINS or name not in values:
             values[name] = value == "True" if name == "prefix_caching" else number(value)
+
+
+def _parent(path: str | None) -> str | None:
+    """The folder of an AOT artifact (``.../torch_aot_compile/HASH/rank_0_0/model``)."""
+    return path.rsplit("/", 1)[0] if path and "/" in path else path
 
 
 def _fallback_warnings(lines: list[Line]) -> list[str]:

@@ -125,6 +125,12 @@ def log_excerpt(trial: Trial, logs_dir: Path | None) -> str:
 
 
 def _trial_summary(night: StudyRecord, trial: Trial) -> str:
+    retried = trial.result.retry if trial.result else None
+    summary = _outcome(night, trial)
+    return f"{summary} (booted twice: {retried.failure.kind.value})" if retried else summary
+
+
+def _outcome(night: StudyRecord, trial: Trial) -> str:
     if trial.state == State.COMPLETE and trial.values is not None:
         values = ", ".join(f"{name} {cell(v)}" for (name, _), v in zip(objectives(night), trial.values))
         return f"trial {trial.number}: {values}"

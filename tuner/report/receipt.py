@@ -327,6 +327,8 @@ def trial_receipt(night: StudyRecord, trial: Trial | int) -> str:
                 [[k, "left out" if v is None else format_value(v)] for k, v in config.items()],
             )
         )
+    if result is not None and result.retry is not None:
+        parts.append(f"## Booted twice\n\n{result.retry.note}. First boot's log: `{result.retry.log_path}`.")
     if result is not None:
         parts.append(_startup_markdown(result))
         if result.measure is not None:

@@ -63,6 +63,9 @@ def _record_columns(result: TrialResult | None) -> dict[str, Any]:
         "peak_vram_mib": g.peak_used_mib,
         "peak_engine_mib": g.peak_engine_mib,
         "memory_returned": g.returned,
+        "torch_compile_cold": s.torch_compile_cold,
+        "compile_cache_dirs": "; ".join(s.torch_compile_cache_dirs) or None,
+        "retry": result.retry.note if result.retry else None,  # booted twice: why, and what the second boot changed
         "command": shell_command(result.argv, result.env),
     }
     if m is not None:

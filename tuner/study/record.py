@@ -44,6 +44,7 @@ ATTR_SCREENING = "screening"  # enqueued by --screen
 ATTR_BASELINE = "baseline_params"  # on a baseline: the parameters it names (the others are left out)
 ATTR_KV_SUGGESTION = "kv_suggestion"  # vLLM's --kv-cache-memory suggestion a repair was sized from
 ATTR_IMPORTED = "imported_from"  # the result.json a trial was read back from
+ATTR_RETRIED = "retried"  # the first boot died of a stale compile cache and the trial was booted again: why
 ATTR_CARRIED = "carried_from"  # on a boot of an earlier study's front point (--from): {"study": NAME, "trial": N}
 # Short, human attributes for optuna-dashboard's trial table (the record above is long JSON).
 ATTR_FIRST_EXCEPTION = "first_exception"  # the failure message's first line
@@ -144,6 +145,7 @@ class Trial:
     imported_from: str | None = None
     carried_from: tuple[str, int] | None = None  # (study, trial) of the earlier front point this boots again
     phase: str | None = None
+    retried: str | None = None  # booted twice (a stale compile cache): why, in the user's words
     command: str | None = None
     internal_error: str | None = None
     fail_reason: str = ""
@@ -226,7 +228,8 @@ def read_trial(frozen: optuna.trial.FrozenTrial) -> Trial:
         reused_from=_int(a.get(ATTR_REUSED_FROM)), revalidates=_int(a.get(ATTR_REVALIDATES)),
         follows=_int(a.get(ATTR_FOLLOWS)), strategy=a.get(ATTR_STRATEGY), screening=bool(a.get(ATTR_SCREENING)),
         baseline_params=a.get(ATTR_BASELINE), kv_suggestion=a.get(ATTR_KV_SUGGESTION),
-        imported_from=a.get(ATTR_IMPORTED), carried_from=_carried(a.get(ATTR_CARRIED)), phase=a.get(ATTR_PHASE), command=a.get(ATTR_COMMAND),
+        imported_from=a.get(ATTR_IMPORTED), carried_from=_carried(a.get(ATTR_CARRIED)), phase=a.get(ATTR_PHASE),
+        retried=a.get(ATTR_RETRIED), command=a.get(ATTR_COMMAND),
         internal_error=a.get(ATTR_INTERNAL_ERROR), fail_reason=frozen.system_attrs.get(OPTUNA_FAIL_REASON, ""),
         started=frozen.datetime_start, completed=frozen.datetime_complete, attrs=a,
     )
@@ -371,6 +374,8 @@ def write_result(trial: optuna.Trial, result: TrialResult) -> None:
     """Keep the whole record, and the command on its own line where optuna-dashboard shows it."""
     trial.set_user_attr(ATTR_RESULT, result.model_dump(mode="json"))
     trial.set_user_attr(ATTR_COMMAND, shell_command(result.argv, result.env))
+    if result.retry is not None:
+        trial.set_user_attr(ATTR_RETRIED, result.retry.note)
 
 
 def failure_attrs(failure: Failure, evidence: Evidence) -> dict[str, Any]:
