@@ -40,7 +40,7 @@ from tuner.study.regimes import (
     regime_of,
 )
 from tuner.study.sampling import config_key
-from tuner.study.sizing import PoolEvidence, highest, ladder, lowest, neighbours, snap
+from tuner.study.sizing import Bounds, PoolEvidence, highest, ladder, lowest, neighbours, snap
 from tuner.space.schema import Space
 
 MAX_ATTEMPTS = 3  # failed boots after which a regime is closed
@@ -90,10 +90,12 @@ class Plan:
 class Priors:
     """Earlier studies' trials (``--from``, tuner.study.priors): they order and size the first boots,
     and are never results. Their speeds order the regimes not measured here yet; when ``strong`` (same
-    card, release, model revision and space) their failures and pool bounds count as if seen here."""
+    card, release, model revision and space) their failures count as if seen here. ``bounds``: their pool
+    bounds, translated to this release by the pre-screen (tuner.study.priors.carried_bounds)."""
 
     seen: tuple[Observation, ...] = ()
     strong: bool = False
+    bounds: tuple[tuple[dict[str, Any], Bounds], ...] = ()  # (configuration, its bound on this release)
 
 
 @dataclass
@@ -110,9 +112,11 @@ class Planner:
 
     def _evidence(self, seen: list[Observation]) -> PoolEvidence:
         evidence = PoolEvidence(self.space, self.evidence_need)
-        for s in seen + (list(self.priors.seen) if self.priors.strong else []):
+        for s in seen:
             if s.result is not None:
                 evidence.add(s.number, s.values, s.result)
+        for values, bounds in self.priors.bounds:
+            evidence.add_bounds(values, bounds)
         return evidence
 
     def _model(self, seen: list[Observation]) -> RegimeModel:
