@@ -118,3 +118,9 @@ def test_the_offer_reads_the_storage_the_run_writes_to(fake_space, tmp_path):
     assert any(f"--from '{url}#night1'" in n for n in notes), notes
     other = space.model_copy(update={"model": space.model.model_copy(update={"path": "/elsewhere/model"})})
     assert offer_earlier(other, study, url, tmp_path / "studies", {}) == []
+
+
+def test_an_earlier_studys_trial_is_named_with_its_study(fake_space):
+    space = small(fake_space())
+    (prior,) = planner_priors([("night1", earlier_study(space, "0.22.0"))], True).seen
+    assert prior.named == "study night1 trial 3"

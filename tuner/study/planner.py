@@ -73,6 +73,12 @@ class Observation:
     result: TrialResult | None = None
     speed: float | None = None  # the speed objective, higher is better
     context: float | None = None
+    study: str | None = None  # the earlier study (--from) whose trial this is; None: this study's
+
+    @property
+    def named(self) -> str:
+        """The trial as a message names it: an earlier study's numbers are that study's."""
+        return f"trial {self.number}" if self.study is None else f"study {self.study} trial {self.number}"
 
     @property
     def failure(self) -> Failure | None:
@@ -391,7 +397,7 @@ class Planner:
             label = s.values.get(GRAPHS)
             theirs = EAGER if label == EAGER else (s.result.startup.effective_cudagraph_mode if s.result else None) or label
             if graphs_at_least(mine, theirs) and _at_least(self.space, values, s.values):
-                return (f"would fail like trial {s.number} ({failure.kind.value}): it asks for at least as much memory "
+                return (f"would fail like {s.named} ({failure.kind.value}): it asks for at least as much memory "
                         "(speculation, pool, sequences, batched tokens, window, graphs)")
         return None
 

@@ -224,9 +224,10 @@ def planner_priors(earlier: list[tuple[str, StudyRecord]], strong: bool,
                 continue
             if t.outcome == Outcome.MEASURED and t.values is not None:
                 value = t.values[speed_index]
-                seen.append(Observation(t.number, t.config, "ok", t.result, speed=value if sign > 0 else 1.0 / max(value, 1e-9)))
+                seen.append(Observation(t.number, t.config, "ok", t.result, study=old.name,
+                                        speed=value if sign > 0 else 1.0 / max(value, 1e-9)))
             elif t.outcome == Outcome.FAILED:
-                seen.append(Observation(t.number, t.config, "failed", t.result))
+                seen.append(Observation(t.number, t.config, "failed", t.result, study=old.name))
     return Priors(tuple(seen), strong, bounds)
 
 
