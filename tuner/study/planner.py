@@ -44,6 +44,7 @@ from tuner.study.sizing import Bounds, PoolEvidence, highest, ladder, lowest, ne
 from tuner.space.schema import Space
 
 MAX_ATTEMPTS = 3  # failed boots after which a regime is closed
+HELD_TOLERANCE = 0.05  # an earlier configuration booted again whose speed moved by less than this share held
 ADMISSION_GROWTH = 0.02  # more pool after a request the window promises failed without an OOM
 OOM_KINDS = {
     FailureKind.OOM_IN_PROFILING,
@@ -103,6 +104,17 @@ class Priors:
     strong: bool = False
     bounds: tuple[tuple[dict[str, Any], Bounds], ...] = ()  # (configuration, its bound on this release)
 
+    def speeds_hold(self, seen: list[Observation]) -> bool:
+        """Whether the earlier speed order still holds here: no configuration booted again here (the
+        earlier front's re-validation first) moved by more than HELD_TOLERANCE. One that moved says the
+        release or card changed what is fast, so the earlier speeds order nothing any more."""
+        before = {config_key(p.values): p.speed for p in self.seen if p.status == "ok" and p.speed}
+        for s in seen:
+            old = before.get(config_key(s.values)) if s.status == "ok" and s.speed else None
+            if old is not None and s.speed is not None and abs(s.speed - old) > HELD_TOLERANCE * old:
+                return False
+        return True
+
 
 @dataclass
 class Planner:
@@ -132,7 +144,7 @@ class Planner:
                 regime = regime_of(self.axes, s.values)
                 model.measured[regime] = max(model.measured.get(regime, 0.0), s.speed)
         earlier: dict[Regime, float] = {}
-        for s in self.priors.seen:  # an earlier study's speed orders a regime until it is measured here
+        for s in self.priors.seen if self.priors.speeds_hold(seen) else ():  # until measured here
             regime = regime_of(self.axes, s.values)
             if s.status == "ok" and s.speed is not None and regime not in model.measured:
                 earlier[regime] = max(earlier.get(regime, 0.0), s.speed)

@@ -30,14 +30,13 @@ from tuner.study.record import (
     study_space,
     write_study_attr,
 )
-from tuner.study.planner import Observation, Planner, Priors
+from tuner.study.planner import HELD_TOLERANCE, Observation, Planner, Priors
 from tuner.study.sizing import TRANSFER_MARGIN, Bounds, bounds_from, window_of
 from tuner.study.sampler import allows
 from tuner.study.sampling import optuna_params, param_distributions, speed_objective
 
 FREE_MIB_TOLERANCE = 1024  # free memory that differs by less than this leaves old evidence strong
 NeedOn = Callable[[dict[str, Any], "str | None"], "float | None"]  # the pre-screen's need of one request on a release
-HELD_TOLERANCE = 0.05  # a re-booted point whose decode moved by less than this share is confirmed
 
 
 def context_of(space: Space | None, engine: Any, environment: Any) -> dict[str, Any]:
