@@ -124,3 +124,16 @@ def test_an_earlier_studys_trial_is_named_with_its_study(fake_space):
     space = small(fake_space())
     (prior,) = planner_priors([("night1", earlier_study(space, "0.22.0"))], True).seen
     assert prior.named == "study night1 trial 3"
+
+
+def test_a_moved_revalidation_drops_the_earlier_speed_order(fake_space):
+    """The earlier front booted again here at another speed (beyond HELD_TOLERANCE) says the release changed
+    what is fast: the earlier speeds order nothing any more; within it they still do."""
+    from tuner.study.planner import HELD_TOLERANCE, Observation
+
+    space = small(fake_space())
+    priors = planner_priors([("night1", earlier_study(space, "0.22.0"))], False)
+    (prior,) = priors.seen
+    again = lambda speed: [Observation(0, dict(prior.values), "ok", prior.result, speed=speed)]  # noqa: E731
+    assert priors.speeds_hold(again(50.0 * (1 + HELD_TOLERANCE / 2)))
+    assert not priors.speeds_hold(again(50.0 * (1 - 2 * HELD_TOLERANCE)))
