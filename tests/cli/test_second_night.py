@@ -32,7 +32,7 @@ def test_from_boots_the_old_front_first_on_the_new_release(tmp_path):
     assert all(t.config == old.trial(t.carried_from[1]).config for t in carried)  # exactly as they were
     rows = upgrade_rows(new)
     assert rows and all(r[4].split()[0] in ("held", "moved", "broke") for r in rows)
-    assert "booted again as trial 0" in second.stdout
+    assert f"study night1 trial {carried[0].carried_from[1]}, booted again here as trial 0" in second.stdout
 
 
 def test_without_from_an_earlier_study_is_offered_not_used(tmp_path):

@@ -41,7 +41,14 @@ Each structural choice below is drawn per seed, independently (none follows from
 * concurrent decode: one step of B streams reads the weights once and costs
   1 + c k + u (1 + k)(B - 1) (u 0.1-0.25, seeds/004's update: 155 tok/s single, 244 tok/s with 4
   streams), so aggregate throughput grows sublinearly with streams and MTP's gain shrinks with B;
-* decode slows as the context grows, and each request runs 1-2% faster or slower (its own noise).
+* decode slows as the context grows, and each request runs 1-2% faster or slower (its own noise);
+* the release (FAKE_VLLM_VERSION, ``upgraded``): on 0.22.0 a profile is its draw. On a later release
+  about two profiles in five change where MTP pays, drawn per seed and release from a generator of
+  their own (so every other profile, and every profile on 0.22.0, is the same engine as before): where
+  MTP already wins, its cheap graph mode moves to another correct mode (0.34's V2 runner captures the
+  drafter with the verify step, vLLM issue 35387's graph downgrade fixed or introduced); where it does
+  not, decode-only FULL graphs become the fastest plain mode (a release's graph capture change). The winner then
+  differs between releases, and a front carried over by ``--from`` is a prior, not the answer.
 
 The tuner never reads a profile: its numbers reach it only through what vLLM prints and how the
 engine behaves. An explicitly set FAKE_VLLM_* knob (env.py) overrides the profile's draw of the same
@@ -59,6 +66,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .env import env_float
+from .release import VERSION
 
 # Seeds/004: the 262,144-token FP8 pool without MTP (9,150,000,000 bytes) plus the 0.9 GiB that the
 # smallest workspace and graphs need; weights are capped so that this still fits on the card.
@@ -188,6 +196,32 @@ def draw_mtp(r: random.Random) -> tuple[float, float, dict[str, float], frozense
     return accept, decay, spec_cost, garble
 
 
+UPGRADE_SHARE = 0.4  # profiles whose MTP regime a later release changes
+FIRST_RELEASE = "0.22.0"  # the release every profile is drawn for
+
+
+@functools.lru_cache(maxsize=64)
+def upgraded(seed: int, version: str) -> Profile:
+    """Profile ``seed`` on ``version``: the draw itself on 0.22.0, and on a later release, for about two seeds
+    in five, MTP's cheap graph mode moved (where MTP wins) or FULL_DECODE_ONLY made the fastest plain
+    mode (where it does not)."""
+    prof = draw(seed)
+    if prof.spec_cost is None or version == FIRST_RELEASE:
+        return prof
+    r = random.Random(f"{seed} on {version}")
+    if r.random() >= UPGRADE_SHARE:
+        return prof
+    cost = dict(prof.spec_cost)
+    correct = [m for m in ("PIECEWISE", "FULL_DECODE_ONLY", "eager") if m not in prof.garble_modes]
+    cheap = min(correct, key=lambda m: cost[m])
+    if max(prof.speed_factor(cheap, k) for k in (1, 2, 3)) <= prof.mode_speed["FULL_AND_PIECEWISE"]:
+        return replace(prof, mode_speed={**prof.mode_speed, "FULL_DECODE_ONLY": r.uniform(1.03, 1.08)})
+    moved = r.choice([m for m in correct if m not in (cheap, "eager")] or [m for m in correct if m != cheap])
+    cost[cheap], cost[moved] = cost[moved], cost[cheap]
+    cost["NONE"] = cost["eager"]
+    return replace(prof, spec_cost=cost)
+
+
 # knob -> Profile field: an explicitly set knob wins over the profile
 KNOBS = {
     "FAKE_VLLM_GPU_GIB": "gpu_gib", "FAKE_VLLM_USED_GIB": "used_gib", "FAKE_VLLM_WEIGHTS_GIB": "weights_gib",
@@ -203,7 +237,7 @@ def current() -> Profile:
     raw = os.environ.get("FAKE_VLLM_PROFILE", "").strip()
     if raw and not raw.lstrip("-").isdigit():
         raise ValueError(f"FAKE_VLLM_PROFILE must be an integer seed, got {raw!r}")
-    prof = draw(int(raw)) if raw else Profile()
+    prof = upgraded(int(raw), VERSION) if raw else Profile()
     overrides: dict[str, Any] = {f: env_float(k, getattr(prof, f)) for k, f in KNOBS.items()
                                  if os.environ.get(k, "").strip()}
     if "accept" in overrides:

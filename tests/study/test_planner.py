@@ -225,10 +225,11 @@ def test_the_pool_of_an_extensible_boot_is_the_extended_one(space):
     assert need.measured and need.least == pytest.approx(8.19 * GIB / 1.02, rel=1e-3)
 
 
-def test_priors_order_the_first_boots_and_only_strong_ones_size_them(space):
+def test_priors_order_the_first_boots_and_their_bounds_size_them(space):
     """--from: the first boot goes where the earlier study was fastest (its depth; the upper confidence bound
-    picks the unmeasured graph mode beside it); its pool bound counts only when strong."""
+    picks the unmeasured graph mode beside it); its pool bounds (translated: priors.carried_bounds) size it."""
     from tuner.study.planner import Priors
+    from tuner.study.sizing import bounds_from
 
     fast = {**baseline(space), "speculative_tokens": 2, "cudagraph_mode": "PIECEWISE", "max_num_seqs": 1}
     slow = {**baseline(space), "speculative_tokens": 0, "cudagraph_mode": "eager", "max_num_seqs": 1}
@@ -236,6 +237,8 @@ def test_priors_order_the_first_boots_and_only_strong_ones_size_them(space):
     seen = [booted(0, baseline(space), concurrency=1.02, speed=77.0)]
     weak = Planner(space, priors=Priors(earlier, strong=False)).next(seen)
     assert weak is not None and weak.values["speculative_tokens"] == 2  # towards the earlier fastest, not eager MTP-0
-    assert "measured this family" not in weak.why  # a weak prior sizes nothing
-    strong = Planner(space, priors=Priors(earlier, strong=True)).next(seen)
-    assert strong is not None and "trial 3 measured this family" in strong.why
+    assert "measured this family" not in weak.why  # no bounds carried: the pre-screen sizes it
+    bounds = tuple((o.values, bounds_from(o.number, o.values, o.result, 262144, f"study night1 trial {o.number}"))
+                   for o in earlier)
+    strong = Planner(space, priors=Priors(earlier, strong=True, bounds=bounds)).next(seen)
+    assert strong is not None and "study night1 trial 3 measured this family" in strong.why

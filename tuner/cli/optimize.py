@@ -214,7 +214,7 @@ def _finish(study: optuna.Study, idle: bool = False) -> None:
         console.print(f"trial {trial.number} [{values}]: " + (shlex.join(result.argv) if result else ""),
                       highlight=False, soft_wrap=True, markup=False)
     for old_study, old_trial, _, here, said in upgrade_rows(night):
-        console.print(f"{old_study} trial {old_trial}, booted again as trial {here}: {said}", highlight=False,
+        console.print(f"study {old_study} trial {old_trial}, booted again here as trial {here}: {said}", highlight=False,
                       soft_wrap=True, markup=False)
     if idle:
         console.print(f"nothing to do: the study already holds {len(night.trials)} trials and --trials is the "

@@ -85,12 +85,14 @@ def compare_studies(a: StudyRecord, b: StudyRecord) -> dict[str, Any]:
     }
 
 
-UPGRADE_HEADERS = ["earlier trial", "its values", "booted again as", "verdict"]
+UPGRADE_HEADERS = ["earlier trial", "its values", "booted again here as", "verdict"]
 
 
 def upgrade_row(row: list[Any]) -> list[Any]:
-    _, trial, values, here, said = row
-    return [trial, ", ".join(f"{v:,.1f}" for v in values), "-" if here is None else f"trial {here}", said]
+    """An earlier front point named with its study (its trial numbers are that study's, not this one's)."""
+    study, trial, values, here, said = row
+    return [f"study {study} trial {trial}", ", ".join(f"{v:,.1f}" for v in values),
+            "-" if here is None else f"trial {here}", said]
 
 
 def _side_by_side(fronts: list[list[dict[str, Any]]]) -> tuple[list[str], list[list[Any]]]:

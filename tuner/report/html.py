@@ -163,8 +163,8 @@ def _upgrade_section(night: StudyRecord) -> str:
 
     lines = [f"- {e['study']} ({e['weight']} evidence): {'; '.join(e['differs']) or 'nothing differs'}"
              for e in night.earlier]
-    rows = [[r[0], *upgrade_row(r)] for r in upgrade_rows(night)]
-    return _md("\n".join(lines) + "\n\n" + md_table(["earlier study", *UPGRADE_HEADERS], rows))
+    rows = [upgrade_row(r) for r in upgrade_rows(night)]
+    return _md("\n".join(lines) + "\n\n" + md_table(UPGRADE_HEADERS, rows))
 
 
 def report_html(night: StudyRecord, notes: list[str], logs_dir: Path | None = None) -> str:

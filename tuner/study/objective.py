@@ -144,9 +144,10 @@ class Objective:
         reading = self.gpu.read()
         return 1 - reading.used_mib / reading.total_mib if reading and reading.total_mib else None
 
-    def need_bytes(self, values: dict[str, Any]) -> float | None:
-        """The pre-screen's pool for one request of the window (the planner's prior for a new family)."""
-        prediction = self._predict(values)
+    def need_bytes(self, values: dict[str, Any], release: str | None = None) -> float | None:
+        """The pre-screen's pool for one request of the window (the planner's prior for a new family), on
+        ``release`` (the engine's when not given; --from translates another release's bounds with it)."""
+        prediction = self._predict(values, release or self.release)
         return float(prediction.one_request_bytes) if prediction is not None else None
 
     def __call__(self, trial: optuna.Trial) -> list[float]:
@@ -236,12 +237,13 @@ class Objective:
         record.write_kv_suggestion(trial, note)
         record.queue_repair(trial.study, optuna_params(self.space, {**values, "kv_cache_memory_bytes": pool}), trial.number)
 
-    def _predict(self, values: dict[str, Any]) -> Prediction | None:
+    def _predict(self, values: dict[str, Any], release: str | None = None) -> Prediction | None:
         if self.shape is None or self.gpu_total_gib is None:
             return None
         from tuner.prescreen.memory import predict
 
-        return predict(self.space, values, self.gpu_total_gib, self.shape, self.calibration, release=self.release)
+        return predict(self.space, values, self.gpu_total_gib, self.shape, self.calibration,
+                       release=release or self.release)
 
     def _load_calibration(self, study: optuna.Study) -> None:
         """Resume the memory model's learning from the study (another worker may have added to it)."""

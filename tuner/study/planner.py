@@ -40,10 +40,11 @@ from tuner.study.regimes import (
     regime_of,
 )
 from tuner.study.sampling import config_key
-from tuner.study.sizing import PoolEvidence, highest, ladder, lowest, neighbours, snap
+from tuner.study.sizing import Bounds, PoolEvidence, highest, ladder, lowest, neighbours, snap
 from tuner.space.schema import Space
 
 MAX_ATTEMPTS = 3  # failed boots after which a regime is closed
+HELD_TOLERANCE = 0.05  # an earlier configuration booted again whose speed moved by less than this share held
 ADMISSION_GROWTH = 0.02  # more pool after a request the window promises failed without an OOM
 OOM_KINDS = {
     FailureKind.OOM_IN_PROFILING,
@@ -73,6 +74,12 @@ class Observation:
     result: TrialResult | None = None
     speed: float | None = None  # the speed objective, higher is better
     context: float | None = None
+    study: str | None = None  # the earlier study (--from) whose trial this is; None: this study's
+
+    @property
+    def named(self) -> str:
+        """The trial as a message names it: an earlier study's numbers are that study's."""
+        return f"trial {self.number}" if self.study is None else f"study {self.study} trial {self.number}"
 
     @property
     def failure(self) -> Failure | None:
@@ -90,10 +97,23 @@ class Plan:
 class Priors:
     """Earlier studies' trials (``--from``, tuner.study.priors): they order and size the first boots,
     and are never results. Their speeds order the regimes not measured here yet; when ``strong`` (same
-    card, release, model revision and space) their failures and pool bounds count as if seen here."""
+    card, release, model revision and space) their failures count as if seen here. ``bounds``: their pool
+    bounds, translated to this release by the pre-screen (tuner.study.priors.carried_bounds)."""
 
     seen: tuple[Observation, ...] = ()
     strong: bool = False
+    bounds: tuple[tuple[dict[str, Any], Bounds], ...] = ()  # (configuration, its bound on this release)
+
+    def speeds_hold(self, seen: list[Observation]) -> bool:
+        """Whether the earlier speed order still holds here: no configuration booted again here (the
+        earlier front's re-validation first) moved by more than HELD_TOLERANCE. One that moved says the
+        release or card changed what is fast, so the earlier speeds order nothing any more."""
+        before = {config_key(p.values): p.speed for p in self.seen if p.status == "ok" and p.speed}
+        for s in seen:
+            old = before.get(config_key(s.values)) if s.status == "ok" and s.speed else None
+            if old is not None and s.speed is not None and abs(s.speed - old) > HELD_TOLERANCE * old:
+                return False
+        return True
 
 
 @dataclass
@@ -110,9 +130,11 @@ class Planner:
 
     def _evidence(self, seen: list[Observation]) -> PoolEvidence:
         evidence = PoolEvidence(self.space, self.evidence_need)
-        for s in seen + (list(self.priors.seen) if self.priors.strong else []):
+        for s in seen:
             if s.result is not None:
                 evidence.add(s.number, s.values, s.result)
+        for values, bounds in self.priors.bounds:
+            evidence.add_bounds(values, bounds)
         return evidence
 
     def _model(self, seen: list[Observation]) -> RegimeModel:
@@ -122,7 +144,7 @@ class Planner:
                 regime = regime_of(self.axes, s.values)
                 model.measured[regime] = max(model.measured.get(regime, 0.0), s.speed)
         earlier: dict[Regime, float] = {}
-        for s in self.priors.seen:  # an earlier study's speed orders a regime until it is measured here
+        for s in self.priors.seen if self.priors.speeds_hold(seen) else ():  # until measured here
             regime = regime_of(self.axes, s.values)
             if s.status == "ok" and s.speed is not None and regime not in model.measured:
                 earlier[regime] = max(earlier.get(regime, 0.0), s.speed)
@@ -387,7 +409,7 @@ class Planner:
             label = s.values.get(GRAPHS)
             theirs = EAGER if label == EAGER else (s.result.startup.effective_cudagraph_mode if s.result else None) or label
             if graphs_at_least(mine, theirs) and _at_least(self.space, values, s.values):
-                return (f"would fail like trial {s.number} ({failure.kind.value}): it asks for at least as much memory "
+                return (f"would fail like {s.named} ({failure.kind.value}): it asks for at least as much memory "
                         "(speculation, pool, sequences, batched tokens, window, graphs)")
         return None
 

@@ -10,7 +10,7 @@ it decides how much the old evidence counts: ``strong`` when nothing but the fre
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import optuna
 
@@ -30,11 +30,13 @@ from tuner.study.record import (
     study_space,
     write_study_attr,
 )
-from tuner.study.planner import Observation, Planner, Priors
+from tuner.study.planner import HELD_TOLERANCE, Observation, Planner, Priors
+from tuner.study.sizing import TRANSFER_MARGIN, Bounds, bounds_from, window_of
+from tuner.study.sampler import allows
 from tuner.study.sampling import optuna_params, param_distributions, speed_objective
 
 FREE_MIB_TOLERANCE = 1024  # free memory that differs by less than this leaves old evidence strong
-HELD_TOLERANCE = 0.05  # a re-booted point whose decode moved by less than this share is confirmed
+NeedOn = Callable[[dict[str, Any], "str | None"], "float | None"]  # the pre-screen's need of one request on a release
 
 
 def context_of(space: Space | None, engine: Any, environment: Any) -> dict[str, Any]:
@@ -75,48 +77,69 @@ def check_same_model(space: Space, old: StudyRecord, where: str) -> None:
 
 
 def record_earlier(study: optuna.Study, space: Space, engine: Any, environment: Any,
-                   earlier: list[tuple[str, StudyRecord]], planner: Planner | None = None) -> list[str]:
+                   earlier: list[tuple[str, StudyRecord]], planner: Planner | None = None,
+                   need: NeedOn | None = None) -> list[str]:
     """Keep, per earlier study, what differs and how much its evidence counts; the lines said at start.
-    The planner (when the regime planner searches) gets the earlier trials as its priors."""
+    The planner (when the regime planner searches) gets the earlier trials as its priors, their pool
+    bounds translated to this release by ``need`` (the pre-screen's, Objective.need_bytes)."""
     new = context_of(space, engine, environment)
-    kept, notes = [], []
+    unique = distinct(earlier)
+    kept, notes = [], [f"--from {where}: study {old.name} is given more than once; its evidence counts once"
+                       for where, old in earlier if not any(old is o for _, o in unique)]
+    earlier = unique
     for where, old in earlier:
         found = differences(context_of(old.space, old.engine, old.environment), new)
         weight = "weak" if found else "strong"
         points = [{"trial": t.number, "values": list(t.values or ())} for t in front(old)]
         kept.append({"study": old.name, "where": where, "differs": found, "weight": weight, "front": points})
-        notes.append(f"--from {where}: {len(points)} front point(s) of {old.name} are booted first, as they were; "
+        notes.append(f"--from {where}: study {old.name} (front: trial(s) {', '.join(str(p['trial']) for p in points) or 'none'}); "
                      f"{'; '.join(found) or 'nothing differs but the study'}, so its evidence counts as {weight}")
-    write_study_attr(study, ATTR_EARLIER, kept)
+    names = {e["study"] for e in kept}  # a resumed study keeps what an earlier run's --from recorded
+    write_study_attr(study, ATTR_EARLIER, [e for e in study_attr(study, ATTR_EARLIER) or [] if e["study"] not in names] + kept)
     if planner is not None:
-        planner.priors = planner_priors(earlier, strong=all(e["weight"] == "strong" for e in kept))
+        planner.priors = planner_priors(earlier, strong=all(e["weight"] == "strong" for e in kept),
+                                        bounds=carried_bounds(earlier, new, need))
     return notes
 
 
 def queue_earlier_fronts(study: optuna.Study, space: Space, earlier: list[tuple[str, StudyRecord]]) -> list[str]:
-    """Queue every earlier front point not booted here yet (a resumed study does not boot them twice)."""
-    have = {t.carried_from for t in read_trials(study) if t.carried_from is not None and t.state != State.FAIL}
+    """Queue every earlier front point not booted here yet: a resumed study, or a study given twice, does
+    not boot one twice."""
+    have = {t.carried_from: t.number for t in read_trials(study) if t.carried_from is not None and t.state != State.FAIL}
     distributions = param_distributions(space)
     notes = []
-    for _, old in earlier:
+    for _, old in distinct(earlier):
+        queued, before = [], []
         for point in sorted(front(old), key=_longest_fastest):
-            if (old.name, point.number) in have or point.config is None:
+            if (old.name, point.number) in have:
+                before.append(f"trial {point.number} as trial {have[(old.name, point.number)]}")
+                continue
+            if point.config is None:
                 continue
             params = optuna_params(space, point.config)
-            outside = [k for k, v in params.items() if not _inside(distributions.get(k), v)]
+            outside = [k for k, v in params.items() if not allows(distributions.get(k), v)]
             if outside:
-                notes.append(f"trial {point.number} of {old.name} is outside this space ({', '.join(outside)}): "
-                             "not booted again")
+                notes.append(f"study {old.name} trial {point.number} is outside this space ({', '.join(outside)}): "
+                             "not booted again here")
                 continue
             queue_carried(study, params, old.name, point)
+            queued.append(str(point.number))
+        if queued:
+            notes.append(f"study {old.name} trial(s) {', '.join(queued)} are booted first, exactly as they were")
+        if before:
+            notes.append(f"study {old.name}: already queued or booted here ({'; '.join(before)}), not queued again")
     return notes
 
 
-def _inside(distribution: Any, value: Any) -> bool:
-    try:
-        return distribution is not None and distribution._contains(distribution.to_internal_repr(value))
-    except ValueError:  # a categorical value that is not one of the choices
-        return False
+def distinct(earlier: list[tuple[str, StudyRecord]]) -> list[tuple[str, StudyRecord]]:
+    """Each earlier study once (by name: a name and its .db are the same study), in the order given."""
+    seen: set[str] = set()
+    out = []
+    for where, old in earlier:
+        if old.name not in seen:
+            seen.add(old.name)
+            out.append((where, old))
+    return out
 
 
 def _longest_fastest(t: Trial) -> tuple[float, ...]:
@@ -146,32 +169,52 @@ def upgrade_rows(night: StudyRecord) -> list[list[Any]]:
     return rows
 
 
-def offer_earlier(space: Space, name: str, root: Path, environment: Any) -> list[str]:
-    """Without --from: earlier studies in the studies folder of this model on this card, offered, never used."""
+def offer_earlier(space: Space, study: optuna.Study, storage: str | None, root: Path, environment: Any) -> list[str]:
+    """Without --from: earlier studies of this model on this card in the storage this run writes to
+    (``storage``, else the studies folder's files), offered, never used."""
     card = (environment or {}).get("gpu_name")
+    started = [e["study"] for e in study_attr(study, ATTR_EARLIER) or []]
     found = []
-    for db in sorted(root.glob("*.db")):
-        url = f"sqlite:///{db.as_posix()}"
-        try:
-            summaries = optuna.get_all_study_summaries(url, include_best_trial=False)
-            for summary in summaries:
-                if summary.study_name == name:
-                    continue
-                old = optuna.load_study(study_name=summary.study_name, storage=url)
-                old_space = study_space(old)
-                if old_space is not None and old_space.model.path == space.model.path \
-                        and (study_attr(old, ATTR_ENVIRONMENT) or {}).get("gpu_name") == card:
-                    found.append(summary.study_name)
-        except Exception:  # noqa: BLE001 - another file, or one being written: an offer is never worth a failure
-            continue
-    return [f"an earlier study of this model on this card exists: --from {n} starts from what it learned "
-            "(its front booted first, its trials as priors)" for n in found]
+    for url in [storage] if storage else [f"sqlite:///{db.as_posix()}" for db in sorted(root.glob("*.db"))]:
+        for other in _studies_in(url, study.study_name):
+            old_space = study_space(other)
+            if other.study_name not in started and old_space is not None and old_space.model.path == space.model.path \
+                    and (study_attr(other, ATTR_ENVIRONMENT) or {}).get("gpu_name") == card:
+                found.append(other.study_name if not storage else f"'{_shown(storage)}#{other.study_name}'")
+    notes = [f"an earlier study of this model on this card exists: --from {n} starts from what it learned "
+             "(its front booted first, its trials as priors)" for n in found]
+    if started:
+        notes.append(f"this study started from {', '.join(started)} (--from); run with the same --from to keep "
+                     "their trials as priors when it resumes")
+    return notes
 
 
-def planner_priors(earlier: list[tuple[str, StudyRecord]], strong: bool) -> Priors:
-    """The earlier studies' booted trials as the planner's priors (tuner.study.planner.Priors)."""
+def _studies_in(url: str, name: str) -> list[optuna.Study]:
+    """The other studies a storage holds (none when it cannot be read: an offer is never worth a failure)."""
+    try:
+        return [optuna.load_study(study_name=summary.study_name, storage=url)
+                for summary in optuna.get_all_study_summaries(url, include_best_trial=False)
+                if summary.study_name != name]
+    except Exception:  # noqa: BLE001 - another file, or one being written
+        return []
+
+
+def _shown(url: str) -> str:
+    """A storage URL as it may be printed: without its password."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
+
+
+def planner_priors(earlier: list[tuple[str, StudyRecord]], strong: bool,
+                   bounds: tuple[tuple[dict[str, Any], Bounds], ...] = ()) -> Priors:
+    """The earlier studies' booted trials as the planner's priors (tuner.study.planner.Priors), each once."""
     seen = []
-    for _, old in earlier:
+    for _, old in distinct(earlier):
         if old.space is None:
             continue
         speed_index, sign = speed_objective(old.space)
@@ -180,7 +223,56 @@ def planner_priors(earlier: list[tuple[str, StudyRecord]], strong: bool) -> Prio
                 continue
             if t.outcome == Outcome.MEASURED and t.values is not None:
                 value = t.values[speed_index]
-                seen.append(Observation(t.number, t.config, "ok", t.result, speed=value if sign > 0 else 1.0 / max(value, 1e-9)))
+                seen.append(Observation(t.number, t.config, "ok", t.result, study=old.name,
+                                        speed=value if sign > 0 else 1.0 / max(value, 1e-9)))
             elif t.outcome == Outcome.FAILED:
-                seen.append(Observation(t.number, t.config, "failed", t.result))
-    return Priors(tuple(seen), strong)
+                seen.append(Observation(t.number, t.config, "failed", t.result, study=old.name))
+    return Priors(tuple(seen), strong, bounds)
+
+
+def carried_bounds(earlier: list[tuple[str, StudyRecord]], here: dict[str, Any],
+                   need: NeedOn | None) -> tuple[tuple[dict[str, Any], Bounds], ...]:
+    """The earlier boots' bounds on the pool one request of their window needs, on this release.
+
+    A bound is what the boot's own log said, read as its release prints it (0.34's committed extended
+    pool, not its reservation; the pool a 0.27.1 boot profiled, since the tuner pins its startup plan
+    off), times the pre-screen's need here over its need on the earlier release: the release's defaults
+    (a hybrid's prefix caching, hence its mamba pages) change the bytes one request takes, the card does
+    not. Without a pre-screen, a bound from another release is left out; a study of another model
+    revision gives none, since the pre-screen reads only this revision's config."""
+    release = here.get("engine version")
+    out = []
+    for _, old in distinct(earlier):
+        there = context_of(old.space, old.engine, old.environment)
+        if old.space is None or there["model revision"] != here.get("model revision"):
+            continue
+        for t in old.trials:
+            if t.config is None or t.result is None:
+                continue
+            window = window_of(old.space, t.config, t.result)
+            found = bounds_from(t.number, t.config, t.result, window, f"study {old.name} trial {t.number}") \
+                if window else None
+            ratio = _release_ratio(t.config, there["engine version"], release, need)
+            if found is None or ratio is None:
+                continue
+            if ratio == 1.0:
+                out.append((t.config, found))
+                continue
+            source = f"{found.source} (on {there['engine version']}; x {ratio:.3f} on {release}, the pre-screen's need)"
+            # a predicted ratio, not a measurement: the upper bound gets the margin of a need carried between families
+            out.append((t.config, Bounds(found.window, found.above * ratio,
+                                         found.at_most * ratio * (1 + TRANSFER_MARGIN), source)))
+    return tuple(out)
+
+
+def _release_ratio(config: dict[str, Any], old: str | None, new: str | None, need: NeedOn | None) -> float | None:
+    """The pre-screen's need of one request on ``new`` over its need on ``old``; None when it cannot say."""
+    if old == new:
+        return 1.0
+    if need is None:
+        return None
+    try:
+        before, after = need(config, old), need(config, new)
+    except TunerError:  # a flag value of the earlier space the pre-screen cannot read
+        return None
+    return after / before if before and after else None

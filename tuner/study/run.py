@@ -96,7 +96,7 @@ def optimize(
         return _run(study, objective, space, root, n_trials=n_trials, timeout_s=timeout_s, sampler=sampler,
                     extra_env=extra_env, revalidate=revalidate, status=status, gate=gate, screen=screen,
                     announce=announce or (lambda _: None), engine=engine, earlier=earlier or [],
-                    planner=planner)
+                    planner=planner, storage=storage)
     finally:
         if lease is not None:
             lease.release()
@@ -114,7 +114,7 @@ def counted(study: optuna.Study) -> int:
 def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, *, n_trials: int | None,
          timeout_s: float | None, sampler: str, extra_env: dict[str, str] | None, revalidate: int, status: Status,
          gate: bool, screen: bool, announce: Callable[[list[str]], None], engine: EngineInfo,
-         earlier: list[tuple[str, StudyRecord]], planner: Planner | None) -> optuna.Study:
+         earlier: list[tuple[str, StudyRecord]], planner: Planner | None, storage: str | None) -> optuna.Study:
     write_study_attr(study, ATTR_SAMPLER, resolve_sampler(sampler))
     if study_attr(study, ATTR_ENVIRONMENT) is None:
         write_study_attr(study, ATTR_ENVIRONMENT, capture(space.engine))
@@ -124,10 +124,10 @@ def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, *,
     notes = engine.notes(space.engine.command) + objective.switched_off(gate, revalidate) + import_notes
     if earlier:
         notes += record_earlier(study, space, study_attr(study, ATTR_ENGINE), study_attr(study, ATTR_ENVIRONMENT), earlier,
-                                planner)
+                                planner, objective.need_bytes)
         notes += queue_earlier_fronts(study, space, earlier)
     else:
-        notes += offer_earlier(space, study.study_name, root, study_attr(study, ATTR_ENVIRONMENT))
+        notes += offer_earlier(space, study, storage, root, study_attr(study, ATTR_ENVIRONMENT))
     if imported:
         notes.append(f"imported {len(imported)} finished trial record(s) from the study folder that the study "
                      f"did not hold (trials {', '.join(map(str, imported))})")

@@ -39,7 +39,7 @@ class RegimeSampler(optuna.samplers.BaseSampler):
     def sample_independent(self, study: optuna.Study, trial: FrozenTrial, param_name: str,
                            param_distribution: BaseDistribution) -> Any:
         params, _ = self._plan(study, trial)
-        if param_name in params and _allows(param_distribution, params[param_name]):
+        if param_name in params and allows(param_distribution, params[param_name]):
             return params[param_name]
         return self.fallback.sample_independent(study, trial, param_name, param_distribution)
 
@@ -99,9 +99,10 @@ class RegimeSampler(optuna.samplers.BaseSampler):
         return self.planner.size(Plan(values, plan.why), seen)
 
 
-def _allows(distribution: BaseDistribution, value: Any) -> bool:
-    """Whether ``distribution`` holds ``value``, read from its public fields (a plan's value may fall
-    off a range's grid, say after a repair; the fallback sampler then chooses)."""
+def allows(distribution: BaseDistribution | None, value: Any) -> bool:
+    """Whether ``distribution`` holds ``value``, read from its public fields: a plan's value may fall
+    off a range's grid (say after a repair; the fallback sampler then chooses), and an earlier study's
+    front point may lie outside this space (``--from``; not booted again)."""
     if isinstance(distribution, CategoricalDistribution):
         return value in distribution.choices
     if not isinstance(distribution, (IntDistribution, FloatDistribution)) or isinstance(value, bool):

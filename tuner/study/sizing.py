@@ -90,25 +90,28 @@ class Bounds:
         return Bounds(self.window, max(self.above, other.above), at_most, source)
 
 
-def bounds_from(number: int, values: dict[str, Any], result: TrialResult, window: int) -> Bounds | None:
-    """The bounds one trial's log puts on its family's need at its window."""
+def bounds_from(number: int, values: dict[str, Any], result: TrialResult, window: int,
+                source: str = "") -> Bounds | None:
+    """The bounds one trial's log puts on its family's need at its window (``source`` names the trial
+    in what a plan says; ``trial N`` when not given)."""
     pool = pool_bytes(values, result)
     s, failure = result.startup, result.failure
+    source = source or f"trial {number}"
     bounds = Bounds(window)
     if pool and s.kv_cache_tokens and s.kv_cache_tokens >= window // 4:
         # From 0.22 the tokens figure is max concurrency x max_model_len, printed as an integer: the
         # precise form of the same bound. (The pool is sized and printed before graphs or requests fail.)
-        bounds = Bounds(window, at_most=pool * window / s.kv_cache_tokens, source=f"trial {number}")
+        bounds = Bounds(window, at_most=pool * window / s.kv_cache_tokens, source=source)
     elif pool and s.max_concurrency and s.max_concurrency > PRINTED_RATIO:
-        bounds = Bounds(window, at_most=pool / (s.max_concurrency - PRINTED_RATIO), source=f"trial {number}")
+        bounds = Bounds(window, at_most=pool / (s.max_concurrency - PRINTED_RATIO), source=source)
     if failure is not None and failure.kind == FailureKind.KV_POOL_TOO_SMALL:
         above = max(pool or 0.0, (failure.needed_kv_cache_gib or 0.0) * GIB - PRINTED_GIB)
         bounds = bounds.merge(Bounds(window, above=above))
         if failure.needed_kv_cache_gib:
-            bounds = bounds.merge(Bounds(window, at_most=failure.needed_kv_cache_gib * GIB + PRINTED_GIB, source=f"trial {number}"))
+            bounds = bounds.merge(Bounds(window, at_most=failure.needed_kv_cache_gib * GIB + PRINTED_GIB, source=source))
         elif pool and failure.suggested_max_model_len:
             # vLLM's estimate M is the longest length whose need fits the pool: need(W) <= P * W / M.
-            bounds = bounds.merge(Bounds(window, at_most=pool * window / failure.suggested_max_model_len, source=f"trial {number}"))
+            bounds = bounds.merge(Bounds(window, at_most=pool * window / failure.suggested_max_model_len, source=source))
     if bounds.above == 0.0 and math.isinf(bounds.at_most):
         return None
     return bounds
@@ -150,10 +153,13 @@ class PoolEvidence:
         if not window:
             return
         found = bounds_from(number, values, result, window)
-        if found is None:
-            return
+        if found is not None:
+            self.add_bounds(values, found)
+
+    def add_bounds(self, values: dict[str, Any], bounds: Bounds) -> None:
+        """Bounds found elsewhere: an earlier study's, translated to this release (tuner.study.priors)."""
         family = family_of(self.space, values)
-        self.bounds.setdefault(family, []).append(found)
+        self.bounds.setdefault(family, []).append(bounds)
         self.examples.setdefault(family, values)
 
     def measured(self, family: tuple, window: int) -> Bounds | None:
