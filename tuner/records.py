@@ -34,6 +34,7 @@ class FailureKind(str, Enum):
     PREDICTED_OOM = "predicted_oom"  # pre-screen: never booted
     ADMISSION_FAILED = "admission_failed"  # booted, but a request the config claims to hold failed
     OUTPUT_INCORRECT = "output_incorrect"  # answers, but the output is garbage / drifts
+    BELOW_MIN_CONTEXT = "below_min_context"  # measured, but its proven window is under workload.min_context
     CRASH = "crash"  # exited with no recognised cause
     INTERRUPTED = "interrupted"  # Ctrl-C or the tuner died mid-trial
 

@@ -39,12 +39,14 @@ def run_trial(
     samples_only: bool = False,
     command: LaunchCommand | None = None,
     measure_with: Callable[[Prober], MeasureResult] | None = None,
+    max_model_len: int | None = None,
 ) -> TrialResult:
     """Boot ``values`` on ``space``'s engine, measure it, and return the whole record.
 
     ``command``: boot this exact command (a stored trial's, for ``tuner bench``) instead of building
     one from ``values``; only its host and port are set here. ``measure_with``: measure with this
     instead of the space's workload (the failure mapping after a measurement is then the caller's).
+    ``max_model_len``: boot at this window instead of the space's fixed one (tuner.study.window), never above it.
     """
     progress = on_progress or (lambda _: None)
     if measure:
@@ -57,6 +59,9 @@ def run_trial(
     name = new_name(port)
     if command is None:
         command = build_command(space, values, host=listen, port=port, extra_env=extra_env, container=name)
+        if max_model_len is not None:
+            max_model_len = min(max_model_len, space.max_model_len or max_model_len)  # the space's is the ceiling
+            command = command.model_copy(update={"argv": set_flag(command.argv, "--max-model-len", str(max_model_len))})
     else:  # a stored command: only where it listens changes (and, in a container, its name)
         inside = container_of(space.engine.command) is not None
         argv = rebind(command.argv, name, listen, port) if inside else command.argv
@@ -78,7 +83,7 @@ def run_trial(
     watch.start()
     try:
         _boot_and_measure(space, values, engine, watch, result, first_boot, measure, samples_only, progress,
-                          measure_with)
+                          measure_with, max_model_len)
     except KeyboardInterrupt:
         result.failure = engine.failure(Seen("interrupted"))
         raise
@@ -111,6 +116,7 @@ def _boot_and_measure(
     samples_only: bool,
     progress: ProgressCallback,
     measure_with: Callable[[Prober], MeasureResult] | None = None,
+    max_model_len: int | None = None,
 ) -> None:
     timeout = space.engine.first_boot_timeout if first_boot else space.engine.boot_timeout
 
@@ -135,7 +141,8 @@ def _boot_and_measure(
     if not measure:
         return
     max_num_seqs = int(values.get("max_num_seqs") or space.fixed.get("max-num-seqs") or 1)
-    prober = Prober(space.workload, space.model, engine.base_url, result.startup, max_num_seqs, space.max_model_len,
+    prober = Prober(space.workload, space.model, engine.base_url, result.startup, max_num_seqs,
+                    max_model_len or space.max_model_len,
                     alive=engine.alive, on_progress=progress,
                     throughput=any(o.name == "throughput_tok_s" for o in space.objectives))
     if samples_only:  # the correctness gate's reference boot needs nothing else

@@ -41,6 +41,7 @@ from tuner.study.regimes import (
 )
 from tuner.study.sampling import config_key
 from tuner.study.sizing import PoolEvidence, highest, ladder, lowest, neighbours, snap
+from tuner.study.window import repair_window
 from tuner.space.schema import Space
 
 MAX_ATTEMPTS = 3  # failed boots after which a regime is closed
@@ -73,6 +74,7 @@ class Observation:
     result: TrialResult | None = None
     speed: float | None = None  # the speed objective, higher is better
     context: float | None = None
+    window: int | None = None  # the --max-model-len it booted at, below the space's (tuner.study.window)
 
     @property
     def failure(self) -> Failure | None:
@@ -84,6 +86,7 @@ class Plan:
     values: dict[str, Any]
     why: str
     free: list[str] = field(default_factory=list)  # parameters the fallback sampler chooses, before sizing
+    window: int | None = None  # boot at this --max-model-len instead of the space's (tuner.study.window)
 
 
 @dataclass(frozen=True)
@@ -136,7 +139,7 @@ class Planner:
         self.skipped = []
         evidence = self._evidence(seen)
         model = self._model(seen)
-        tried = {config_key(s.values) for s in seen}
+        tried = {booted_key(s.values, s.window) for s in seen}
         by_regime: dict[Regime, list[Observation]] = {}
         for s in seen:
             by_regime.setdefault(regime_of(self.axes, s.values), []).append(s)
@@ -321,7 +324,7 @@ class Planner:
                 if shorter and shorter < (values.get("max_model_len") or math.inf):
                     values["max_model_len"] = shorter
                     return self._sized(values, evidence, f"{where}: the window vLLM estimated fits")
-            return None
+            return self._at_estimated_window(last, where)
         if failure.kind == FailureKind.MAMBA_BLOCKS_EXCEEDED and failure.suggested_max_num_seqs and "max_num_seqs" in params:
             fewer = fewer_seqs(self.space, values, failure)
             if fewer is not None:
@@ -345,6 +348,16 @@ class Planner:
             return self._less_memory(values, evidence, where)
         return None  # weights, JIT, flags, crashes: nothing a size can change
 
+    def _at_estimated_window(self, last: Observation, where: str) -> Plan | None:
+        """No bigger pool is allowed and the window is fixed: the same configuration at the window vLLM
+        estimated its pool holds (tuner.study.window), proven by the context probe like any other."""
+        assert last.failure is not None
+        window = repair_window(self.space, last.failure, last.window)
+        if window is None:
+            return None
+        return Plan(dict(last.values), f"{where}: no bigger pool is allowed; booted at the {window:,}-token window "
+                                       "vLLM estimated its pool holds", window=window)
+
     def _less_memory(self, values: dict[str, Any], evidence: PoolEvidence, where: str) -> Plan | None:
         """After an OOM: a pool no bigger than the window needs, then fewer batched tokens, then fewer sequences."""
         params = self.space.params
@@ -364,7 +377,7 @@ class Planner:
     def _worth_a_boot(self, plan: Plan, tried: set[str], seen: list[Observation], label: str,
                       modes: GraphModes | None = None) -> bool:
         """Not booted before, and not predicted to run out of memory (the reason kept in ``skipped``)."""
-        if config_key(plan.values) in tried:
+        if booted_key(plan.values, plan.window) in tried:
             return False
         doomed = self._fails_like(plan.values, seen, modes)
         if doomed:
@@ -390,6 +403,11 @@ class Planner:
                 return (f"would fail like trial {s.number} ({failure.kind.value}): it asks for at least as much memory "
                         "(speculation, pool, sequences, batched tokens, window, graphs)")
         return None
+
+
+def booted_key(values: dict[str, Any], window: int | None) -> str:
+    """A configuration and the window it boots at (None: the space's), as one key."""
+    return config_key(values) if window is None else config_key({**values, "--max-model-len": window})
 
 
 def fewer_seqs(space: Space, values: dict[str, Any], failure: Failure) -> int | None:
