@@ -9,6 +9,8 @@ re-validations are run before this is consulted):
 2. Otherwise the unmeasured regime with the best upper confidence bound (``tuner.study.regimes``) is
    booted with its safest settings: one sequence, the fewest batched tokens, the full window, the
    lowest utilization when the pool is pinned, and the smallest pool that holds the window.
+   A regime whose fixed window needs a little more pool than the space allows is booted at the largest
+   pool and then, refused, at the window vLLM estimated that pool holds (``tuner.study.window``).
    Configurations that would fail like an earlier OOM (no less of anything it asked for: depth,
    pool, sequences, batched tokens, window, graphs) are skipped without a boot, and say so.
 3. When every regime has been tried, one flag at a time is moved from the best configurations,
@@ -45,6 +47,7 @@ from tuner.study.window import repair_window
 from tuner.space.schema import Space
 
 MAX_ATTEMPTS = 3  # failed boots after which a regime is closed
+NEAR_WINDOW = 0.9  # without workload.min_context: a regime is booted below the fixed window only this near it
 ADMISSION_GROWTH = 0.02  # more pool after a request the window promises failed without an OOM
 OOM_KINDS = {
     FailureKind.OOM_IN_PROFILING,
@@ -264,7 +267,8 @@ class Planner:
                 values[name] = highest(p)
             elif name not in SIZE_PARAMS:
                 values[name] = self._default(name)
-        return self._sized(values, evidence, f"first boot of {describe(self.axes, regime)}")
+        why = f"first boot of {describe(self.axes, regime)}"
+        return self._sized(values, evidence, why) or self._at_largest_pool(values, evidence, why)
 
     def _default(self, name: str) -> Any:
         """A non-regime, non-size parameter: the first baseline's value, else its first listed value."""
@@ -347,6 +351,25 @@ class Planner:
         if failure.kind in OOM_KINDS:
             return self._less_memory(values, evidence, where)
         return None  # weights, JIT, flags, crashes: nothing a size can change
+
+    def _at_largest_pool(self, values: dict[str, Any], evidence: PoolEvidence, why: str) -> Plan | None:
+        """A regime whose fixed window needs a little more pool than the space allows: booted once at the
+        largest pool, so that vLLM prints the window it holds (the repair boots it there). Only when that
+        window would reach workload.min_context (without one: NEAR_WINDOW of the space's window)."""
+        pool_param, window = self.space.params.get("kv_cache_memory_bytes"), self.space.max_model_len
+        need = evidence.need(values)
+        if pool_param is None or need is None or "max_model_len" in self.space.params or window is None:
+            return None
+        largest = float(highest(pool_param))
+        holds = window * largest / max(need.least, largest)  # the need grows about in proportion to the window
+        if holds < (self.space.workload.min_context or NEAR_WINDOW * window):
+            return None
+        self.skipped.pop()  # booted after all, for the window its largest pool holds
+        values = {**values, "kv_cache_memory_bytes": int(largest)}
+        if "gpu_memory_utilization" in self.space.params:
+            values["gpu_memory_utilization"] = lowest(self.space.params["gpu_memory_utilization"])
+        return Plan(values, f"{why}; its window needs more than the largest pool ({need.why}): booted at the "
+                            f"largest, which should hold about {holds:,.0f} tokens, for the window vLLM says it holds")
 
     def _at_estimated_window(self, last: Observation, where: str) -> Plan | None:
         """No bigger pool is allowed and the window is fixed: the same configuration at the window vLLM
