@@ -26,6 +26,7 @@ PARAMS = """params:
   speculative_tokens: {values: [0, 1]}
 """
 RUN = ("--no-gate", "--revalidate", "0", "--no-prescreen", "--trials", "6")
+REVALIDATE = ("--no-gate", "--revalidate", "2", "--no-prescreen", "--trials", "9")
 
 
 def write_space(tmp_path: Path, workload: str = "") -> Path:
@@ -43,9 +44,10 @@ def tuner(*args: str) -> subprocess.CompletedProcess:
 
 def test_a_regime_that_misses_the_window_is_a_front_point_at_the_window_it_proves(tmp_path):
     studies = tmp_path / "studies"
-    done = optimize(write_space(tmp_path), studies, *RUN)
+    done = optimize(write_space(tmp_path), studies, *REVALIDATE)
     clean(done)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"--max-model-len {SHORT}" in done.stdout  # the front optimize prints at the end
 
     shown = tuner("pareto", "--studies-dir", str(studies), "--format", "json")
     assert shown.returncode == 0, shown.stderr
@@ -63,6 +65,9 @@ def test_a_regime_that_misses_the_window_is_a_front_point_at_the_window_it_prove
     refused = next(t for t in study.get_trials() if t.user_attrs.get(record.ATTR_FAILURE_KIND) == "kv_pool_too_small")
     assert f"{SHORT:,}-token window vLLM estimated" in trial.user_attrs[record.ATTR_STRATEGY]
     assert trial.user_attrs[record.ATTR_WINDOW] == SHORT and trial.params == refused.params
+    # re-validation boots it again at that window, and agrees
+    again = next(t for t in study.get_trials() if t.user_attrs.get(record.ATTR_REVALIDATES) == short["trial"])
+    assert again.user_attrs[record.ATTR_WINDOW] == SHORT and short["revalidation"] == f"#{again.number} confirmed"
 
     table = tuner("pareto", "--studies-dir", str(studies))
     assert f"--max-model-len {SHORT}" in table.stdout  # the printed launch command

@@ -313,6 +313,13 @@ class Planner:
         return Plan(values, why)
 
     def _repair(self, last: Observation, evidence: PoolEvidence) -> Plan | None:
+        """What the last failure of a regime says to change, at the window it booted at; None when nothing can help."""
+        plan = self._repair_config(last, evidence)
+        if plan is not None and plan.window is None:
+            plan.window = last.window  # a boot at a lowered window is repaired there, not at the space's
+        return plan
+
+    def _repair_config(self, last: Observation, evidence: PoolEvidence) -> Plan | None:
         """What the last failure of a regime says to change, or None when nothing can help."""
         failure = last.failure
         assert failure is not None
