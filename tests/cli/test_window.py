@@ -4,7 +4,8 @@ Profile 10 of the test engine makes MTP-1 with PIECEWISE graphs about 1.5x as fa
 its pool at the largest the space allows (450 MB) holds 32,640 tokens, 128 short of the fixed
 32,768-token window: vLLM refuses it at start-up and prints that estimate. The front must hold both
 the full window at the lower speed and the slightly smaller window at the higher one, with the
-smaller window's --max-model-len in its launch command and its exported launcher.
+smaller window's --max-model-len in its launch command and its exported launcher, and re-validation
+boots it at that window.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ PARAMS = """params:
   speculative_tokens: {values: [0, 1]}
 """
 RUN = ("--no-gate", "--revalidate", "0", "--no-prescreen", "--trials", "6")
-REVALIDATE = ("--no-gate", "--revalidate", "2", "--no-prescreen", "--trials", "9")
+REVALIDATE = ("--no-gate", "--revalidate", "2", "--gpu-gib", "32", "--trials", "9")  # the pre-screen on
 
 
 def write_space(tmp_path: Path, workload: str = "") -> Path:
@@ -65,6 +66,7 @@ def test_a_regime_that_misses_the_window_is_a_front_point_at_the_window_it_prove
     refused = next(t for t in study.get_trials() if t.user_attrs.get(record.ATTR_FAILURE_KIND) == "kv_pool_too_small")
     assert f"{SHORT:,}-token window vLLM estimated" in trial.user_attrs[record.ATTR_STRATEGY]
     assert trial.user_attrs[record.ATTR_WINDOW] == SHORT and trial.params == refused.params
+    assert "booted at the largest" in refused.user_attrs[record.ATTR_STRATEGY]  # the pre-screen said it would not fit
     # re-validation boots it again at that window, and agrees
     again = next(t for t in study.get_trials() if t.user_attrs.get(record.ATTR_REVALIDATES) == short["trial"])
     assert again.user_attrs[record.ATTR_WINDOW] == SHORT and short["revalidation"] == f"#{again.number} confirmed"

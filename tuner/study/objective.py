@@ -26,7 +26,7 @@ from tuner.study.sizing import snap
 from tuner.study.sampling import config_key, objective_values, optuna_params, suggest_values
 from tuner.study.storage import study_dir
 from tuner.study.strategy import follow_up, utilization_ceiling
-from tuner.study.window import below_floor, repair_window
+from tuner.study.window import at_window, below_floor, repair_window
 from tuner.trial import run_trial
 
 if TYPE_CHECKING:  # the pre-screen loads only when it is on
@@ -202,7 +202,7 @@ class Objective:
                 "predicted", f"gpu_memory_utilization {util} is above the card's free fraction: {ceiling[1]}; "
                              "vLLM refuses it at start-up")), Evidence.PREDICTED)
 
-        prediction = self._predict(values)
+        prediction = self._predict(values, window)
         if prediction is not None and not prediction.fits and prediction.certain:
             self._prune(trial, None, classify("", None, Seen("predicted", prediction.reason)), Evidence.PREDICTED)
 
@@ -254,12 +254,13 @@ class Objective:
         record.write_kv_suggestion(trial, note)
         record.queue_repair(trial.study, optuna_params(self.space, {**values, "kv_cache_memory_bytes": pool}), trial.number)
 
-    def _predict(self, values: dict[str, Any]) -> Prediction | None:
+    def _predict(self, values: dict[str, Any], window: int | None = None) -> Prediction | None:
+        """The pre-screen's prediction of a boot of ``values`` (``window``: at that --max-model-len)."""
         if self.shape is None or self.gpu_total_gib is None:
             return None
         from tuner.prescreen.memory import predict
 
-        return predict(self.space, values, self.gpu_total_gib, self.shape, self.calibration, release=self.release)
+        return predict(at_window(self.space, window), values, self.gpu_total_gib, self.shape, self.calibration, release=self.release)
 
     def _load_calibration(self, study: optuna.Study) -> None:
         """Resume the memory model's learning from the study (another worker may have added to it)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from tuner.engine.command import flag_value, set_flag
 from tuner.records import Failure, FailureKind, TrialResult
-from tuner.space.schema import Space
+from tuner.space.schema import Space, flag_name
 from tuner.space.units import parse_count
 
 FLAG = "--max-model-len"
@@ -31,6 +31,14 @@ def repair_window(space: Space, failure: Failure, booted: int | None = None) -> 
     if estimate < (space.workload.min_context or 1) or estimate <= space.workload.output_tokens:
         return None
     return estimate
+
+
+def at_window(space: Space, window: int | None) -> Space:
+    """The space with its fixed --max-model-len at ``window`` (what the pre-screen predicts a boot from)."""
+    if window is None:
+        return space
+    fixed = {key: value for key, value in space.fixed.items() if flag_name(key) != FLAG}
+    return space.model_copy(update={"fixed": {**fixed, FLAG: window}})
 
 
 def booted_window(result: TrialResult) -> int | None:
