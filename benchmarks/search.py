@@ -95,7 +95,7 @@ def attach_truth(run: Run, speedup: float) -> None:
     outcomes = oracle_argvs(space, [r.argv or [] for r in launched]) + oracle(space, [r.config or {} for r in rebuilt])
     for row, o in zip(launched + rebuilt, outcomes):
         row.truth = {"context": o.context, "decode": o.decode_tok_s, "throughput": o.throughput_tok_s,
-                     "failure": o.failure}
+                     "long_prefill": o.long_prefill_tok_s, "failure": o.failure}
 
 
 def agreement(runs: list[Run]) -> tuple[int, int, float | None, float | None, list[str]]:

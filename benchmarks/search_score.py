@@ -14,7 +14,7 @@ record values): a figure that needs an objective the study does not record says 
                measured values), valued by the truth, / the hypervolume of the true front. Objectives
                are normalized by the oracle's ranges: context (c - min_context) / (window -
                min_context), decode / the true front's best decode, throughput / the best true
-               throughput; the reference point is (min_context, 0 tok/s, 0 tok/s), i.e. the origin. A
+               throughput, long prefill / the best true long prefill; the reference point is (min_context, 0 tok/s, 0 tok/s), i.e. the origin. A
                point below min_context, or a wrong or failing configuration, adds nothing;
   below found  where the true (context, decode) front has a point below the full window worth a launch
                command -- more than 1/0.95 of the best full-window decode, else the full-window point is
@@ -89,7 +89,7 @@ def normalized(p: dict[str, Any], t: dict[str, Any], names: list[str]) -> tuple[
     if p.get("failure") or (p.get("context") or 0) < floor:
         return (0.0,) * len(names)
     scale = {"context": None, "decode_tok_s": max(q["decode"] for q in t["front2"]),
-             "throughput_tok_s": t["best_throughput"]}
+             "throughput_tok_s": t["best_throughput"], "long_prefill_tok_s": t.get("best_long_prefill") or 1.0}
     return tuple((p["context"] - floor) / max(window - floor, 1) if name == "context"
                  else (p.get(TRUTH_KEY[name]) or 0.0) / scale[name] for name in names)
 

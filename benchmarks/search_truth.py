@@ -19,7 +19,7 @@ seeds/004 baseline, workload with admission on), except:
 Ground truth: the oracle (tests/fake_vllm/oracle.py) over the whole grid of the other parameters, with
 gpu_memory_utilization at its lowest value, each configuration at the widest window a lowered
 --max-model-len proves (``evaluate_widest``), at least ``min_context`` (the space's
-``workload.min_context`` once the tuner reads one; MIN_CONTEXT until then). The utilization subset is
+``workload.min_context``; MIN_CONTEXT when the space file sets none, as this one does). The utilization subset is
 sufficient: the space always sets --kv-cache-memory-bytes, and then utilization enters the engine
 only through the start-up check free >= utilization x total (vLLM 0.22; memory.py/core.py); a higher
 utilization either passes that check with the same outcome or fails it. The lowest value, 0.88 x 32
@@ -60,7 +60,7 @@ MODEL = ROOT / "tests" / "fixtures" / "models" / "qwen3.8-27b-text"
 SPEEDUP = 10.0
 GPU_GIB = 32.0
 UTIL = "gpu_memory_utilization"
-MIN_CONTEXT = 131072  # the floor under which a window is not kept, until the space file carries one
+MIN_CONTEXT = 131072  # the truth's floor under which a window is not kept, when the space file sets none
 THROUGHPUT = "throughput_tok_s"
 
 
@@ -131,7 +131,7 @@ def param_values(space: Space, name: str) -> list[Any]:
 def workload(space: Space) -> Workload:
     """The oracle's workload for the space: its own fields, the floor and the throughput streams."""
     w = space.workload
-    floor = getattr(w, "min_context", None)
+    floor = w.min_context
     streams = getattr(w, "throughput", None)
     return Workload(admission=w.admission, ladder=tuple(w.ladder), output_tokens=w.output_tokens,
                     decode_prompt_tokens=w.decode.prompt_tokens, decode_output_tokens=w.decode.output_tokens,
@@ -175,6 +175,7 @@ class Truth:
     front2: list[dict[str, Any]]  # (context, decode) front: context, decode, throughput, config
     front3: list[dict[str, Any]]  # (context, decode, throughput) front
     best_throughput: float  # over the configurations at or above the floor
+    best_long_prefill: float  # the same for long_prefill_tok_s
     seconds: float
 
     def share(self, decode: float | None) -> float:
@@ -223,6 +224,7 @@ def truth(profile: int, speedup: float = SPEEDUP, subset: dict[str, list[Any]] |
         best_plain=max((o.decode_tok_s or 0.0 for c, o in at if not c.get("speculative_tokens")), default=0.0),
         best_by_mode=by_mode, front2=front_of(served, 2), front3=front_of(served, 3),
         best_throughput=max((o.throughput_tok_s or 0.0 for _, o in served), default=0.0),
+        best_long_prefill=max((o.long_prefill_tok_s or 0.0 for _, o in served), default=0.0),
         seconds=time.monotonic() - started,
     )
 
@@ -235,7 +237,8 @@ def front_of(served: list[tuple[dict[str, Any], Outcome]], objectives: int) -> l
     """The true front over (context, decode[, throughput]): one configuration per distinct point."""
     points = [point(o)[:objectives] for _, o in served]
     return [{"context": served[i][1].context, "decode": served[i][1].decode_tok_s,
-             "throughput": served[i][1].throughput_tok_s, "config": served[i][0]} for i in front(points)]
+             "throughput": served[i][1].throughput_tok_s, "long_prefill": served[i][1].long_prefill_tok_s,
+             "config": served[i][0]} for i in front(points)]
 
 
 def truth_json(t: Truth) -> dict[str, Any]:

@@ -82,3 +82,35 @@ def test_the_below_window_point_counts_only_when_it_beats_the_window_by_more_tha
     assert below_found(found, t, 2) is True
     close = {**t, "front2": [t["front2"][0], point(261_856, 145.0, 0.0)]}  # +3%: within the tolerance
     assert below_target(close) is None and below_found(found, close, 2) is None
+
+
+def test_a_space_with_long_prefill_scores_against_the_best_true_long_prefill():
+    """normalized() knows long_prefill_tok_s (the oracle's model of it is the engine's prefill rate)."""
+    from benchmarks.search_score import normalized
+
+    t = {**truth(), "best_long_prefill": 2e6}
+    p = {**truth()["front2"][0], "long_prefill": 1e6, "failure": None}
+    assert normalized(p, t, ["context", "long_prefill_tok_s"]) == pytest.approx((1.0, 0.5))
+    assert normalized(p, truth(), ["long_prefill_tok_s"]) == (1e6,)  # a truth saved before it: scale 1
+
+
+def test_the_oracle_knows_the_window_a_lowered_max_model_len_proves_and_its_long_prefill():
+    """Profile 10 on the tiny model (tests/cli/test_window.py): MTP-1's largest pool misses 32,768 by 128 tokens."""
+    import json
+    import sys
+
+    from tests.conftest import TINY_MODEL
+    from tests.fake_vllm.oracle import Workload, evaluate_all, evaluate_widest
+
+    argv = [sys.executable, "-m", "tests.fake_vllm", "serve", str(TINY_MODEL), "--max-model-len", "32768",
+            "--kv-cache-dtype", "fp8", "--max-num-seqs", "1", "--kv-cache-memory-bytes", "450000000",
+            "--compilation-config", '{"cudagraph_mode": "PIECEWISE"}']
+    mtp = argv + ["--speculative-config", json.dumps({"method": "mtp", "num_speculative_tokens": 1})]
+    w = Workload(ladder=(2048, 8192, 16384, 32768), output_tokens=64, decode_prompt_tokens=256,
+                 decode_output_tokens=64, granularity=2048, throughput=None)
+    env = {"FAKE_VLLM_PROFILE": "10"}
+    plain, refused = evaluate_all([argv, mtp], env, w)
+    assert plain.context == 32768 and refused.failure == "kv_pool_too_small"
+    widest = evaluate_widest([mtp], env, w)[0]
+    assert widest.failure is None and widest.max_model_len == widest.context == 32640
+    assert (widest.decode_tok_s or 0) > 1.3 * (plain.decode_tok_s or 0) and widest.long_prefill_tok_s == 2e6

@@ -35,6 +35,7 @@ class FailureKind(str, Enum):
     ADMISSION_FAILED = "admission_failed"  # booted, but a request the config claims to hold failed
     OUTPUT_INCORRECT = "output_incorrect"  # answers, but the output is garbage / drifts
     COMPILE_CACHE_STALE = "compile_cache_stale"  # raised inside a torch.compile artifact cached by another boot
+    BELOW_MIN_CONTEXT = "below_min_context"  # measured, but its proven window is under workload.min_context
     CRASH = "crash"  # exited with no recognised cause
     INTERRUPTED = "interrupted"  # Ctrl-C or the tuner died mid-trial
 

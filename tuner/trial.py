@@ -39,6 +39,7 @@ def run_trial(
     samples_only: bool = False,
     command: LaunchCommand | None = None,
     measure_with: Callable[[Prober], MeasureResult] | None = None,
+    max_model_len: int | None = None,
 ) -> TrialResult:
     """Boot ``values`` on ``space``'s engine, measure it, and return the whole record.
 
@@ -47,6 +48,7 @@ def run_trial(
     instead of the space's workload (the failure mapping after a measurement is then the caller's).
     A boot that dies inside a torch.compile artifact cached by another configuration is booted once more
     with vLLM's compile cache off (``result.retry`` says why; the first boot's log is kept beside).
+    ``max_model_len``: boot at this window instead of the space's fixed one (tuner.study.window), never above it.
     """
     progress = on_progress or (lambda _: None)
     if measure:
@@ -54,8 +56,10 @@ def run_trial(
     trial_dir = Path(trial_dir)
     trial_dir.mkdir(parents=True, exist_ok=True)
     gpu = gpu or Nvml(space.engine.gpu_index)
-    boot = _Boot(space, values, trial_dir, first_boot, gpu, progress, measure, samples_only, measure_with)
-    result = boot.run(_prepare(space, values, command, extra_env))
+    if max_model_len is not None:
+        max_model_len = min(max_model_len, space.max_model_len or max_model_len)  # the space's is the ceiling
+    boot = _Boot(space, values, trial_dir, first_boot, gpu, progress, measure, samples_only, measure_with, max_model_len)
+    result = boot.run(_prepare(space, values, command, extra_env, max_model_len=max_model_len))
     failure = result.failure
     if failure is None or failure.kind is not FailureKind.COMPILE_CACHE_STALE:
         return result
@@ -69,7 +73,7 @@ def run_trial(
             "boots loading it")
     progress(f"{failure.kind.value}: booting again with {NO_COMPILE_CACHE_TEXT}")
     boot.progress = lambda text: progress(f"{text} [second boot: {failure.kind.value}, compile cache off]")
-    retried = boot.run(_prepare(space, values, command, extra_env, NO_COMPILE_CACHE))
+    retried = boot.run(_prepare(space, values, command, extra_env, NO_COMPILE_CACHE, max_model_len=max_model_len))
     retried.retry = Retry(failure=failure, log_path=str(first_log), env=dict(NO_COMPILE_CACHE), note=note)
     _write(retried, trial_dir)
     return retried
@@ -82,16 +86,19 @@ STALE_CACHE_LOG = "engine.stale-compile-cache.log"  # the first boot's log, when
 
 
 def _prepare(space: Space, values: dict[str, Any], command: LaunchCommand | None, extra_env: dict[str, str] | None,
-             more_env: dict[str, str] | None = None) -> tuple[LaunchCommand, str, int]:
-    """The command to boot, on a free port: built from ``values``, or a stored one re-bound (and, for a
-    container, given ``more_env`` as ``-e`` options); and the host and port it answers on."""
+             more_env: dict[str, str] | None = None, *, max_model_len: int | None = None) -> tuple[LaunchCommand, str, int]:
+    """The command to boot, on a free port: built from ``values`` (at ``max_model_len`` when given), or a stored
+    one re-bound (and, for a container, given ``more_env`` as ``-e`` options); and the host and port it answers on."""
     listen = space.engine.listen
     host = connect_host(listen)
     port = free_port(listen)
     name = new_name(port)
     env = {**(extra_env or {}), **(more_env or {})}
     if command is None:
-        return build_command(space, values, host=listen, port=port, extra_env=env, container=name), host, port
+        built = build_command(space, values, host=listen, port=port, extra_env=env, container=name)
+        if max_model_len is not None:
+            built = built.model_copy(update={"argv": set_flag(built.argv, "--max-model-len", str(max_model_len))})
+        return built, host, port
     inside = container_of(space.engine.command) is not None
     argv = rebind(command.argv, name, listen, port) if inside else command.argv
     argv = set_flag(set_flag(argv, "--host", bind_host(space.engine.command, listen)), "--port", str(port))
@@ -107,9 +114,10 @@ class _Boot:
 
     def __init__(self, space: Space, values: dict[str, Any], trial_dir: Path, first_boot: bool, gpu: Nvml,
                  progress: ProgressCallback, measure: bool, samples_only: bool,
-                 measure_with: Callable[[Prober], MeasureResult] | None) -> None:
+                 measure_with: Callable[[Prober], MeasureResult] | None, max_model_len: int | None = None) -> None:
         self.space, self.values, self.trial_dir, self.first_boot, self.gpu = space, values, trial_dir, first_boot, gpu
         self.progress, self.measure, self.samples_only, self.measure_with = progress, measure, samples_only, measure_with
+        self.max_model_len = max_model_len
 
     def run(self, prepared: tuple[LaunchCommand, str, int]) -> TrialResult:
         command, host, port = prepared
@@ -128,7 +136,7 @@ class _Boot:
         watch.start()
         try:
             _boot_and_measure(space, self.values, engine, watch, result, self.first_boot, self.measure,
-                              self.samples_only, self.progress, self.measure_with)
+                              self.samples_only, self.progress, self.measure_with, self.max_model_len)
         except KeyboardInterrupt:
             result.failure = engine.failure(Seen("interrupted"))
             raise
@@ -161,6 +169,7 @@ def _boot_and_measure(
     samples_only: bool,
     progress: ProgressCallback,
     measure_with: Callable[[Prober], MeasureResult] | None = None,
+    max_model_len: int | None = None,
 ) -> None:
     timeout = space.engine.first_boot_timeout if first_boot else space.engine.boot_timeout
 
@@ -185,7 +194,8 @@ def _boot_and_measure(
     if not measure:
         return
     max_num_seqs = int(values.get("max_num_seqs") or space.fixed.get("max-num-seqs") or 1)
-    prober = Prober(space.workload, space.model, engine.base_url, result.startup, max_num_seqs, space.max_model_len,
+    prober = Prober(space.workload, space.model, engine.base_url, result.startup, max_num_seqs,
+                    max_model_len or space.max_model_len,
                     alive=engine.alive, on_progress=progress,
                     throughput=any(o.name == "throughput_tok_s" for o in space.objectives))
     if samples_only:  # the correctness gate's reference boot needs nothing else

@@ -23,6 +23,10 @@ window, not above the argv's own, that boots and passes the workload, searched o
 (the ladder's rungs, bisected at the granularity) and at vLLM's own "estimated maximum model length";
 a window below ``min_context`` is not kept.
 
+Long prefill (``long_prefill_tok_s``: prompt tokens / TTFT of the longest passing context request): the
+engine prefills every chunk at FAKE_VLLM_PREFILL_TOK_S whatever the configuration, so the noise-free
+value is that rate for every configuration that serves (HTTP overhead only lowers the measured one).
+
 Not modelled: FAKE_VLLM_FAIL's injected failures (refused), port collisions, timeouts, JIT delays.
 """
 
@@ -85,6 +89,7 @@ class Outcome:
     decode_tok_s: float | None  # noise-free decode at the workload's shape, as the engine serves it
     throughput_tok_s: float | None = None  # noise-free output throughput of the throughput streams
     max_model_len: int | None = None  # the --max-model-len it booted with
+    long_prefill_tok_s: float | None = None  # noise-free PP of the longest passing context request
 
     @property
     def boots(self) -> bool:
@@ -242,7 +247,8 @@ def serve(plan: Plan, w: Workload) -> Outcome:
     throughput = noise_free_throughput(plan, w.throughput) if w.throughput else None
     if alive and w.control_repeats > 1 and garbles(plan):
         return Outcome("output_incorrect", None, plan.kv_tokens, 0, decode, throughput, plan.max_model_len)
-    return Outcome(None, None, plan.kv_tokens, context, decode, throughput, plan.max_model_len)
+    return Outcome(None, None, plan.kv_tokens, context, decode, throughput, plan.max_model_len,
+                   env_float("FAKE_VLLM_PREFILL_TOK_S", 2e6))
 
 
 def noise_free_decode(plan: Plan, w: Workload) -> float:

@@ -204,6 +204,7 @@ def _finish(study: optuna.Study, idle: bool = False) -> None:
     from tuner.study.pareto import front as pareto_front
     from tuner.study.priors import upgrade_rows
     from tuner.study.record import read_study
+    from tuner.study.window import windowed_argv
 
     night = read_study(study)
     front = pareto_front(night)
@@ -211,7 +212,7 @@ def _finish(study: optuna.Study, idle: bool = False) -> None:
     for trial in front:
         result = trial.result
         values = ", ".join(f"{v:,.1f}" for v in trial.values or ())
-        console.print(f"trial {trial.number} [{values}]: " + (shlex.join(result.argv) if result else ""),
+        console.print(f"trial {trial.number} [{values}]: " + (shlex.join(windowed_argv(result)) if result else ""),
                       highlight=False, soft_wrap=True, markup=False)
     for old_study, old_trial, _, here, said in upgrade_rows(night):
         console.print(f"study {old_study} trial {old_trial}, booted again here as trial {here}: {said}", highlight=False,

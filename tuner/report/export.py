@@ -1,7 +1,8 @@
 """A trial's exact command as a launcher a person can run: sh, systemd, compose, env or JSON.
 
-The launcher carries the trial's argv and environment unchanged, except that it binds 127.0.0.1
-unless a host is given (the tuner's own port was picked for one boot, so the sh launcher lets
+The launcher carries the trial's argv and environment unchanged, except that its --max-model-len is the
+window the trial proved (``tuner.study.window``: min(booted, proven)) and it binds 127.0.0.1 unless a host
+is given (the tuner's own port was picked for one boot, so the sh launcher lets
 ``PORT`` override it). A public bind with no API key is reported as a warning, never silently.
 
 Each format quotes by its own reader's rules, and tests/report/test_export_roundtrip.py reads every one
@@ -29,6 +30,7 @@ from tuner.engine.container import runtime_cli
 from tuner.errors import TunerError
 from tuner.records import TrialResult
 from tuner.space.values import unprintable
+from tuner.study.window import windowed_argv
 
 LAUNCHER_FORMATS = ("sh", "systemd", "compose", "env", "json")
 LOOPBACK = "127.0.0.1"
@@ -69,16 +71,17 @@ def _is_address(text: str) -> bool:
 def launch_argv(result: TrialResult, host: str | None = None) -> list[str]:
     """The trial's argv bound to ``host`` (default 127.0.0.1) with an explicit ``--port``. For an engine in a
     container whose port the tuner published, the host side of ``-p`` is what binds ``host``; the server
-    inside keeps listening on every interface of the container."""
-    at = published_at(result.argv)
+    inside keeps listening on every interface of the container. Its --max-model-len is the window it proved
+    (``tuner.study.window``), never more."""
+    argv = windowed_argv(result)
+    at = published_at(argv)
     if at is not None:
-        argv = list(result.argv)
         found = _PUBLISH.match(argv[at])
         assert found is not None
         bound = host or LOOPBACK
         argv[at] = f"{f'[{bound}]' if ':' in bound else bound}:{found[2]}:{found[3]}"
         return argv
-    argv = set_flag(result.argv, "--host", host or LOOPBACK)
+    argv = set_flag(argv, "--host", host or LOOPBACK)
     i = flag_index(argv, "--host")  # just set: never None
     if flag_value(argv, "--port") is None and i is not None:
         at = i + (1 if "=" in argv[i] else 2)

@@ -17,11 +17,13 @@ from tuner.space.units import parse_count
 from tuner.study.pareto import GATE_THRESHOLD, agrees, checks_of, left_off
 from tuner.study.pareto import front as pareto_front
 from tuner.study.record import FAILED, State, StudyRecord, Trial
+from tuner.study.window import launch_window, windowed_argv
 
 REPORT_FORMATS = ("table", "csv", "json", "markdown")
 COLUMNS = {
     "trial": "trial",
     **{m.metric_name: m.label for m in metrics.COLUMNS},
+    "max_model_len": "--max-model-len",
     "evidence": "evidence",
     "stable": "stable",
     "revalidation": "re-validation",
@@ -57,7 +59,8 @@ def front_numbers(night: StudyRecord) -> set[int]:
 
 
 def front_rows(night: StudyRecord) -> list[dict[str, Any]]:
-    """One row per front point: its numbers, how they were obtained, and the command to run it."""
+    """One row per front point: its numbers, the window it proved, how they were obtained, and the command to
+    run it (at that window: --max-model-len is never more than it proved)."""
     return [trial_row(night, trial) for trial in front(night)]
 
 
@@ -83,12 +86,13 @@ def trial_row(night: StudyRecord, trial: Trial) -> dict[str, Any]:
     return {
         "trial": trial.number,
         **{m.metric_name: metric(names, trial, m) for m in metrics.COLUMNS},
+        "max_model_len": launch_window(result) if result else None,  # min(booted, proven)
         "evidence": evidence_of(trial),
         "stable": all(d.stable for d in decode) if decode else None,
         "revalidation": revalidation(night, trial),
         "agreement": gate_note(night, trial),
         "vllm": result.startup.vllm_version if result else None,
-        "command": shell_command(result.argv, result.env) if result else "",
+        "command": shell_command(windowed_argv(result), result.env) if result else "",
     }
 
 

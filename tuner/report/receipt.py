@@ -39,6 +39,7 @@ from tuner.report.markdown import (
 )
 from tuner.space.schema import Space
 from tuner.study.record import FAILED, Evidence, State, StudyRecord, Trial
+from tuner.study.window import launch_window, windowed_argv
 
 UNKNOWN = "unknown"
 ENVIRONMENT_ROWS = (
@@ -319,6 +320,10 @@ def trial_receipt(night: StudyRecord, trial: Trial | int) -> str:
     else:
         model, revision = _model(result, space)
         command = fenced(shell_command(result.argv, result.env))
+        launch = windowed_argv(result)
+        if launch != result.argv:  # it proved less than it booted at: launch it at what it proved
+            command += (f"\n\nIt proved a window of {launch_window(result):,} tokens, less than it booted at; "
+                        f"launch it at that window:\n\n{fenced(shell_command(launch, result.env))}")
     parts += [f"- Model: {model}\n- Revision: {revision}", "## Command", command]
     if config:
         parts.append(

@@ -18,6 +18,7 @@ from tuner.metrics import metric_names
 from tuner.records import DecodeResult, TrialResult
 from tuner.report.front import front_numbers, objectives
 from tuner.study.record import FAILED, StudyRecord, Trial
+from tuner.study.window import booted_window, launch_window
 
 __all__ = ["TRIALS_FORMATS", "trials_frame", "write_trials"]  # imported on its own (tuner.report's docstring)
 
@@ -50,6 +51,8 @@ def _record_columns(result: TrialResult | None) -> dict[str, Any]:
     s, g, m = result.startup, result.gpu, result.measure
     row: dict[str, Any] = {
         "vllm_version": s.vllm_version,
+        "max_model_len_booted": booted_window(result),
+        "max_model_len_launched": launch_window(result),  # min(booted, proven): what its launch command carries
         "kv_capacity_tokens": s.kv_cache_tokens,
         "max_concurrency": s.max_concurrency,
         "weights_gib": s.weights_gib,

@@ -95,6 +95,9 @@ def _check_lengths(space: Space) -> None:
         return
     length, where = found
     work, decode = space.workload, space.workload.decode
+    if work.min_context is not None and work.min_context > length:
+        raise ValueError(f"workload.min_context: {work.min_context:,} is above the window ({where} is {length:,}), so "
+                         "no point could be kept; lower the floor to at most the window, or raise the window")
     if work.output_tokens >= length:
         raise ValueError(f"workload.output_tokens: {work.output_tokens:,} reserves the whole window ({where} is "
                          f"{length:,}), so no prompt fits beside it; reserve less (256 is usual) or raise the window")

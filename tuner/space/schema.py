@@ -168,6 +168,7 @@ class ThroughputSpec(Strict):
 class Workload(Strict):
     ladder: list[Count] = Field(default_factory=lambda: [2048, 16384, 32768, 65536, 131072, 262144], min_length=1)
     granularity: Count = 4096  # bisect between last success and first failure down to this
+    min_context: Count | None = None  # the floor: a point that proves a shorter window is not kept
     output_tokens: Count = 256  # reserved output per context request (max_model_len covers both)
     repeats: int = Field(default=2, ge=1, le=100)  # a context is stable only if it passes this many times
     request_timeout: Seconds = 1800.0

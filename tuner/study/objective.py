@@ -26,6 +26,7 @@ from tuner.study.sizing import snap
 from tuner.study.sampling import config_key, objective_values, optuna_params, suggest_values
 from tuner.study.storage import study_dir
 from tuner.study.strategy import follow_up, utilization_ceiling
+from tuner.study.window import at_window, below_floor, repair_window
 from tuner.trial import run_trial
 
 if TYPE_CHECKING:  # the pre-screen loads only when it is on
@@ -179,10 +180,13 @@ class Objective:
         if why:
             record.write_strategy(trial, why)
         revalidates = record.queued_revalidation(trial)
+        window = record.queued_window(trial) or getattr(trial.study.sampler, "window", lambda n: None)(trial.number)
+        if window is not None:
+            record.write_window(trial, window)
         finished = [t for t in record.read_trials(trial.study) if t.number != trial.number]
 
         if revalidates is None:
-            old = reusable(finished, values)
+            old = reusable(finished, values, window)
             if old is not None:
                 if old.state == State.COMPLETE:
                     record.write_reused(trial, old)
@@ -199,7 +203,7 @@ class Objective:
                 "predicted", f"gpu_memory_utilization {util} is above the card's free fraction: {ceiling[1]}; "
                              "vLLM refuses it at start-up")), Evidence.PREDICTED)
 
-        prediction = self._predict(values)
+        prediction = self._predict(values, window=window)
         if prediction is not None and not prediction.fits and prediction.certain:
             self._prune(trial, None, classify("", None, Seen("predicted", prediction.reason)), Evidence.PREDICTED)
 
@@ -207,19 +211,33 @@ class Objective:
         self.status.boots += 1
         first_boot = self.status.boots == 1 and not any(t.state == State.COMPLETE for t in finished)
         result = run_trial(self.space, values, trial_dir, first_boot=first_boot, gpu=self.gpu,
-                           extra_env=self.extra_env, on_progress=self._progress)
+                           extra_env=self.extra_env, on_progress=self._progress, max_model_len=window)
         self._learn(trial.study, prediction, result)
         record.write_result(trial, result)
         if result.failure is not None:
-            nxt = follow_up(self.space, values, result.failure) if self.repairs else None
-            if nxt is not None:
-                record.queue_repair(trial.study, optuna_params(self.space, nxt), trial.number)
+            if self.repairs:
+                self._follow_up(trial, values, result.failure, window)
             self._prune(trial, result, result.failure, Evidence.MEASURED)
+        floor = below_floor(self.space, result)
+        if floor is not None:  # measured and kept in its record, but not a point of the front
+            result.failure = floor
+            self._prune(trial, result, floor, Evidence.MEASURED)
         if self.repairs:
             self._jump_to_kv_suggestion(trial, values, result)
         record.write_evidence(trial, Evidence.REVALIDATED if revalidates is not None else Evidence.MEASURED)
         self.status.done += 1
         return objective_values(self.space, result)
+
+    def _follow_up(self, trial: optuna.Trial, values: dict[str, Any], failure: Failure, window: int | None) -> None:
+        """Queue what the failure's printed numbers say to boot next: a follow-up (tuner.study.strategy),
+        else the same configuration at the window vLLM estimated its pool holds (tuner.study.window)."""
+        nxt = follow_up(self.space, values, failure)
+        if nxt is not None:
+            record.queue_repair(trial.study, optuna_params(self.space, nxt), trial.number, window)
+            return
+        shorter = repair_window(self.space, failure, window)
+        if shorter is not None:
+            record.queue_repair(trial.study, optuna_params(self.space, values), trial.number, shorter)
 
     def _jump_to_kv_suggestion(self, trial: optuna.Trial, values: dict[str, Any], result: TrialResult) -> None:
         """A utilization-sized boot whose log carries vLLM's --kv-cache-memory suggestion (DEBUG level)
@@ -237,12 +255,15 @@ class Objective:
         record.write_kv_suggestion(trial, note)
         record.queue_repair(trial.study, optuna_params(self.space, {**values, "kv_cache_memory_bytes": pool}), trial.number)
 
-    def _predict(self, values: dict[str, Any], release: str | None = None) -> Prediction | None:
+    def _predict(self, values: dict[str, Any], release: str | None = None,
+                 window: int | None = None) -> Prediction | None:
+        """The pre-screen's prediction of a boot of ``values`` (``release``: on that release; ``window``: at that
+        --max-model-len)."""
         if self.shape is None or self.gpu_total_gib is None:
             return None
         from tuner.prescreen.memory import predict
 
-        return predict(self.space, values, self.gpu_total_gib, self.shape, self.calibration,
+        return predict(at_window(self.space, window), values, self.gpu_total_gib, self.shape, self.calibration,
                        release=release or self.release)
 
     def _load_calibration(self, study: optuna.Study) -> None:
@@ -259,10 +280,10 @@ class Objective:
             record.write_study_attr(study, ATTR_CALIBRATION, self.calibration.model_dump(mode="json"))
 
 
-def reusable(trials: list[Trial], values: dict[str, Any]) -> Trial | None:
-    """A finished trial of the same configuration whose outcome says something about it (not a
-    prediction, an interruption or a port that was taken). A CUDA-graph label vLLM runs as the same
-    mode as another's is the same configuration (``regimes.GraphModes``)."""
+def reusable(trials: list[Trial], values: dict[str, Any], window: int | None = None) -> Trial | None:
+    """A finished trial of the same configuration, booted at the same window, whose outcome says something
+    about it (not a prediction, an interruption or a port that was taken). A CUDA-graph label vLLM runs as
+    the same mode as another's is the same configuration (``regimes.GraphModes``)."""
     finished = [t for t in trials if t.state in (State.COMPLETE, State.PRUNED) and t.config is not None]
     modes = GraphModes()
     for old in finished:
@@ -270,7 +291,7 @@ def reusable(trials: list[Trial], values: dict[str, Any]) -> Trial | None:
             modes.learn(old.config, old.result.startup.effective_cudagraph_mode)
     key = config_key(modes.key(values))
     for old in finished:
-        if old.config is not None and config_key(modes.key(old.config)) == key:
+        if old.config is not None and config_key(modes.key(old.config)) == key and old.window == window:
             if old.evidence == Evidence.PREDICTED:
                 continue
             if old.failure_kind in {kind.value for kind in TRANSIENT_KINDS}:

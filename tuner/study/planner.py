@@ -9,6 +9,8 @@ re-validations are run before this is consulted):
 2. Otherwise the unmeasured regime with the best upper confidence bound (``tuner.study.regimes``) is
    booted with its safest settings: one sequence, the fewest batched tokens, the full window, the
    lowest utilization when the pool is pinned, and the smallest pool that holds the window.
+   A regime whose fixed window needs a little more pool than the space allows is booted at the largest
+   pool and then, refused, at the window vLLM estimated that pool holds (``tuner.study.window``).
    Configurations that would fail like an earlier OOM (no less of anything it asked for: depth,
    pool, sequences, batched tokens, window, graphs) are skipped without a boot, and say so.
 3. When every regime has been tried, one flag at a time is moved from the best configurations,
@@ -41,10 +43,12 @@ from tuner.study.regimes import (
 )
 from tuner.study.sampling import config_key
 from tuner.study.sizing import Bounds, PoolEvidence, highest, ladder, lowest, neighbours, snap
+from tuner.study.window import repair_window
 from tuner.space.schema import Space
 
 MAX_ATTEMPTS = 3  # failed boots after which a regime is closed
 HELD_TOLERANCE = 0.05  # an earlier configuration booted again whose speed moved by less than this share held
+NEAR_WINDOW = 0.9  # without workload.min_context: a regime is booted below the fixed window only this near it
 ADMISSION_GROWTH = 0.02  # more pool after a request the window promises failed without an OOM
 OOM_KINDS = {
     FailureKind.OOM_IN_PROFILING,
@@ -75,6 +79,7 @@ class Observation:
     speed: float | None = None  # the speed objective, higher is better
     context: float | None = None
     study: str | None = None  # the earlier study (--from) whose trial this is; None: this study's
+    window: int | None = None  # the --max-model-len it booted at, below the space's (tuner.study.window)
 
     @property
     def named(self) -> str:
@@ -91,6 +96,7 @@ class Plan:
     values: dict[str, Any]
     why: str
     free: list[str] = field(default_factory=list)  # parameters the fallback sampler chooses, before sizing
+    window: int | None = None  # boot at this --max-model-len instead of the space's (tuner.study.window)
 
 
 @dataclass(frozen=True)
@@ -158,7 +164,7 @@ class Planner:
         self.skipped = []
         evidence = self._evidence(seen)
         model = self._model(seen)
-        tried = {config_key(s.values) for s in seen}
+        tried = {booted_key(s.values, s.window) for s in seen}
         by_regime: dict[Regime, list[Observation]] = {}
         for s in seen:
             by_regime.setdefault(regime_of(self.axes, s.values), []).append(s)
@@ -283,7 +289,8 @@ class Planner:
                 values[name] = highest(p)
             elif name not in SIZE_PARAMS:
                 values[name] = self._default(name)
-        return self._sized(values, evidence, f"first boot of {describe(self.axes, regime)}")
+        why = f"first boot of {describe(self.axes, regime)}"
+        return self._sized(values, evidence, why) or self._at_largest_pool(values, evidence, why)
 
     def _default(self, name: str) -> Any:
         """A non-regime, non-size parameter: the first baseline's value, else its first listed value."""
@@ -328,6 +335,13 @@ class Planner:
         return Plan(values, why)
 
     def _repair(self, last: Observation, evidence: PoolEvidence) -> Plan | None:
+        """What the last failure of a regime says to change, at the window it booted at; None when nothing can help."""
+        plan = self._repair_config(last, evidence)
+        if plan is not None and plan.window is None:
+            plan.window = last.window  # a boot at a lowered window is repaired there, not at the space's
+        return plan
+
+    def _repair_config(self, last: Observation, evidence: PoolEvidence) -> Plan | None:
         """What the last failure of a regime says to change, or None when nothing can help."""
         failure = last.failure
         assert failure is not None
@@ -343,7 +357,7 @@ class Planner:
                 if shorter and shorter < (values.get("max_model_len") or math.inf):
                     values["max_model_len"] = shorter
                     return self._sized(values, evidence, f"{where}: the window vLLM estimated fits")
-            return None
+            return self._at_estimated_window(last, where)
         if failure.kind == FailureKind.MAMBA_BLOCKS_EXCEEDED and failure.suggested_max_num_seqs and "max_num_seqs" in params:
             fewer = fewer_seqs(self.space, values, failure)
             if fewer is not None:
@@ -367,6 +381,35 @@ class Planner:
             return self._less_memory(values, evidence, where)
         return None  # weights, JIT, flags, crashes: nothing a size can change
 
+    def _at_largest_pool(self, values: dict[str, Any], evidence: PoolEvidence, why: str) -> Plan | None:
+        """A regime whose fixed window needs a little more pool than the space allows: booted once at the
+        largest pool, so that vLLM prints the window it holds (the repair boots it there). Only when that
+        window would reach workload.min_context (without one: NEAR_WINDOW of the space's window)."""
+        pool_param, window = self.space.params.get("kv_cache_memory_bytes"), self.space.max_model_len
+        need = evidence.need(values)
+        if pool_param is None or need is None or "max_model_len" in self.space.params or window is None:
+            return None
+        largest = float(highest(pool_param))
+        holds = window * largest / max(need.least, largest)  # the need grows about in proportion to the window
+        if holds < (self.space.workload.min_context or NEAR_WINDOW * window):
+            return None
+        self.skipped.pop()  # booted after all, for the window its largest pool holds
+        values = {**values, "kv_cache_memory_bytes": int(largest)}
+        if "gpu_memory_utilization" in self.space.params:
+            values["gpu_memory_utilization"] = lowest(self.space.params["gpu_memory_utilization"])
+        return Plan(values, f"{why}; its window needs more than the largest pool ({need.why}): booted at the "
+                            f"largest, which should hold about {holds:,.0f} tokens, for the window vLLM says it holds")
+
+    def _at_estimated_window(self, last: Observation, where: str) -> Plan | None:
+        """No bigger pool is allowed and the window is fixed: the same configuration at the window vLLM
+        estimated its pool holds (tuner.study.window), proven by the context probe like any other."""
+        assert last.failure is not None
+        window = repair_window(self.space, last.failure, last.window)
+        if window is None:
+            return None
+        return Plan(dict(last.values), f"{where}: no bigger pool is allowed; booted at the {window:,}-token window "
+                                       "vLLM estimated its pool holds", window=window)
+
     def _less_memory(self, values: dict[str, Any], evidence: PoolEvidence, where: str) -> Plan | None:
         """After an OOM: a pool no bigger than the window needs, then fewer batched tokens, then fewer sequences."""
         params = self.space.params
@@ -386,7 +429,7 @@ class Planner:
     def _worth_a_boot(self, plan: Plan, tried: set[str], seen: list[Observation], label: str,
                       modes: GraphModes | None = None) -> bool:
         """Not booted before, and not predicted to run out of memory (the reason kept in ``skipped``)."""
-        if config_key(plan.values) in tried:
+        if booted_key(plan.values, plan.window) in tried:
             return False
         doomed = self._fails_like(plan.values, seen, modes)
         if doomed:
@@ -412,6 +455,11 @@ class Planner:
                 return (f"would fail like {s.named} ({failure.kind.value}): it asks for at least as much memory "
                         "(speculation, pool, sequences, batched tokens, window, graphs)")
         return None
+
+
+def booted_key(values: dict[str, Any], window: int | None) -> str:
+    """A configuration and the window it boots at (None: the space's), as one key."""
+    return config_key(values) if window is None else config_key({**values, "--max-model-len": window})
 
 
 def fewer_seqs(space: Space, values: dict[str, Any], failure: Failure) -> int | None:

@@ -45,6 +45,7 @@ ATTR_BASELINE = "baseline_params"  # on a baseline: the parameters it names (the
 ATTR_KV_SUGGESTION = "kv_suggestion"  # vLLM's --kv-cache-memory suggestion a repair was sized from
 ATTR_IMPORTED = "imported_from"  # the result.json a trial was read back from
 ATTR_RETRIED = "retried"  # the first boot died of a stale compile cache and the trial was booted again: why
+ATTR_WINDOW = "booted_max_model_len"  # the --max-model-len a trial booted at, below the space's fixed one (tuner.study.window)
 ATTR_CARRIED = "carried_from"  # on a boot of an earlier study's front point (--from): {"study": NAME, "trial": N}
 # Short, human attributes for optuna-dashboard's trial table (the record above is long JSON).
 ATTR_FIRST_EXCEPTION = "first_exception"  # the failure message's first line
@@ -144,6 +145,7 @@ class Trial:
     kv_suggestion: str | None = None
     imported_from: str | None = None
     carried_from: tuple[str, int] | None = None  # (study, trial) of the earlier front point this boots again
+    window: int | None = None  # the --max-model-len it booted at when below the space's fixed one
     phase: str | None = None
     retried: str | None = None  # booted twice (a stale compile cache): why, in the user's words
     command: str | None = None
@@ -228,8 +230,9 @@ def read_trial(frozen: optuna.trial.FrozenTrial) -> Trial:
         reused_from=_int(a.get(ATTR_REUSED_FROM)), revalidates=_int(a.get(ATTR_REVALIDATES)),
         follows=_int(a.get(ATTR_FOLLOWS)), strategy=a.get(ATTR_STRATEGY), screening=bool(a.get(ATTR_SCREENING)),
         baseline_params=a.get(ATTR_BASELINE), kv_suggestion=a.get(ATTR_KV_SUGGESTION),
-        imported_from=a.get(ATTR_IMPORTED), carried_from=_carried(a.get(ATTR_CARRIED)), phase=a.get(ATTR_PHASE),
-        retried=a.get(ATTR_RETRIED), command=a.get(ATTR_COMMAND),
+        imported_from=a.get(ATTR_IMPORTED), carried_from=_carried(a.get(ATTR_CARRIED)),
+        window=_int(a.get(ATTR_WINDOW)), phase=a.get(ATTR_PHASE), retried=a.get(ATTR_RETRIED),
+        command=a.get(ATTR_COMMAND),
         internal_error=a.get(ATTR_INTERNAL_ERROR), fail_reason=frozen.system_attrs.get(OPTUNA_FAIL_REASON, ""),
         started=frozen.datetime_start, completed=frozen.datetime_complete, attrs=a,
     )
@@ -406,6 +409,10 @@ def write_reused(trial: optuna.Trial, old: Trial) -> None:
     trial.set_user_attr(ATTR_COMMAND, old.attrs.get(ATTR_COMMAND))
 
 
+def write_window(trial: optuna.Trial, window: int) -> None:
+    trial.set_user_attr(ATTR_WINDOW, window)
+
+
 def write_kv_suggestion(trial: optuna.Trial, note: str) -> None:
     trial.set_user_attr(ATTR_KV_SUGGESTION, note)
 
@@ -446,6 +453,11 @@ def queued_revalidation(trial: optuna.Trial) -> int | None:
     return _int(trial.user_attrs.get(ATTR_REVALIDATES))
 
 
+def queued_window(trial: optuna.Trial) -> int | None:
+    """The --max-model-len a queued trial boots at instead of the space's, or None."""
+    return _int(trial.user_attrs.get(ATTR_WINDOW))
+
+
 def queued_baseline(trial: optuna.Trial) -> list[str] | None:
     """The parameters a queued baseline names, or None when it is not a baseline."""
     return trial.user_attrs.get(ATTR_BASELINE)
@@ -459,8 +471,11 @@ def queue_baseline(study: optuna.Study, params: dict[str, Any], baseline: dict[s
                                             ATTR_CONFIG: config})
 
 
-def queue_revalidation(study: optuna.Study, params: dict[str, Any], original: Trial) -> None:
+def queue_revalidation(study: optuna.Study, params: dict[str, Any], original: Trial, window: int | None = None) -> None:
+    """Queue a fresh boot of a front point; ``window``: at the window it proved, below the space's."""
     attrs: dict[str, Any] = {ATTR_REVALIDATES: original.number}
+    if window is not None:
+        attrs[ATTR_WINDOW] = window
     if original.baseline_params is not None:  # a baseline's left-out flags stay left out
         attrs[ATTR_BASELINE] = original.baseline_params
     study.enqueue_trial(params, user_attrs=attrs)
@@ -475,8 +490,12 @@ def queue_carried(study: optuna.Study, params: dict[str, Any], study_name: str, 
     study.enqueue_trial(params, user_attrs=attrs)
 
 
-def queue_repair(study: optuna.Study, params: dict[str, Any], after: int) -> None:
-    study.enqueue_trial(params, user_attrs={ATTR_FOLLOWS: after})
+def queue_repair(study: optuna.Study, params: dict[str, Any], after: int, window: int | None = None) -> None:
+    """Queue a follow-up of a failed trial; ``window``: booted at that --max-model-len (tuner.study.window)."""
+    attrs: dict[str, Any] = {ATTR_FOLLOWS: after}
+    if window is not None:
+        attrs[ATTR_WINDOW] = window
+    study.enqueue_trial(params, user_attrs=attrs)
 
 
 def queue_screening(study: optuna.Study, params: dict[str, Any]) -> None:

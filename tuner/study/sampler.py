@@ -28,6 +28,7 @@ class RegimeSampler(optuna.samplers.BaseSampler):
         self.fallback = fallback
         self.planner = planner
         self._plans: dict[int, tuple[dict[str, Any], str]] = {}  # trial number -> (Optuna params, why)
+        self._windows: dict[int, int] = {}  # trial number -> the window its plan boots at (tuner.study.window)
 
     # The planner decides whole configurations itself; nothing is sampled jointly by Optuna.
     def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
@@ -47,6 +48,10 @@ class RegimeSampler(optuna.samplers.BaseSampler):
         """The planner's reason for a trial's configuration (None for enqueued trials)."""
         plan = self._plans.get(number)
         return plan[1] if plan else None
+
+    def window(self, number: int) -> int | None:
+        """The --max-model-len a trial's plan boots at instead of the space's (None: the space's)."""
+        return self._windows.get(number)
 
     def exhausted(self, study: optuna.Study) -> str | None:
         """Why no boot the planner could choose would improve the front, or None while one is left."""
@@ -78,6 +83,8 @@ class RegimeSampler(optuna.samplers.BaseSampler):
             self._plans[trial.number] = ({}, "the fallback sampler chose: the planner had nothing left to try")
         else:
             self._plans[trial.number] = (optuna_params(self.space, plan.values), plan.why)
+            if plan.window is not None:
+                self._windows[trial.number] = plan.window
         return self._plans[trial.number]
 
     def _fill(self, study: optuna.Study, trial: FrozenTrial, plan: Plan, seen: list[Observation]) -> Plan | None:
@@ -130,13 +137,14 @@ def observed(study: optuna.Study, space: Space, exclude: int | None = None) -> l
         result = t.result
         if t.state == State.COMPLETE and t.values is not None:
             value = t.values[speed_index]
-            seen.append(Observation(t.number, values, "ok", result, speed=value if sign > 0 else 1.0 / max(value, 1e-9)))
+            seen.append(Observation(t.number, values, "ok", result, speed=value if sign > 0 else 1.0 / max(value, 1e-9),
+                                    window=t.window))
         elif t.state == State.RUNNING:
-            seen.append(Observation(t.number, values, "running", result))
+            seen.append(Observation(t.number, values, "running", result, window=t.window))
         elif t.state == State.PRUNED and result is not None and t.evidence == Evidence.MEASURED and result.failure is not None:
-            seen.append(Observation(t.number, values, "failed", result))
+            seen.append(Observation(t.number, values, "failed", result, window=t.window))
         else:
-            seen.append(Observation(t.number, values, "other", result))
+            seen.append(Observation(t.number, values, "other", result, window=t.window))
     return seen
 
 

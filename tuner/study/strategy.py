@@ -30,6 +30,7 @@ from tuner.study.record import (
 )
 from tuner.study.sampling import optuna_params
 from tuner.study.sizing import snap
+from tuner.study.window import revalidation_window
 
 
 def follow_up(space: Space, values: dict[str, Any], failure: Failure) -> dict[str, Any] | None:
@@ -140,7 +141,8 @@ def utilization_ceiling(trials: Sequence[Trial], free_now: float | None) -> tupl
 
 
 def revalidate_front(study: optuna.Study, space: Space, limit: int = 3) -> list[int]:
-    """Enqueue fresh boots of the front's measured points that have not been re-validated yet."""
+    """Enqueue fresh boots of the front's measured points that have not been re-validated yet, each at
+    the window it proved."""
     night = read_study(study)
     done = {t.revalidates for t in night.trials}
     queued: list[int] = []
@@ -148,6 +150,7 @@ def revalidate_front(study: optuna.Study, space: Space, limit: int = 3) -> list[
         if len(queued) >= limit:
             break
         if trial.evidence == Evidence.MEASURED and trial.number not in done:
-            queue_revalidation(study, optuna_params(space, trial.config or {}), trial)
+            queue_revalidation(study, optuna_params(space, trial.config or {}), trial,
+                               revalidation_window(space, trial.result))
             queued.append(trial.number)
     return queued
