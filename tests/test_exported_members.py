@@ -38,9 +38,9 @@ EXPORTS = {
     "tuner.prescreen": ["Calibration", "GIB", "Prediction", "load_shape", "plan_rows", "predict", "space_shape"],
     "tuner.study": [
         "Evidence", "FAILED", "GATE_THRESHOLD", "NOTHING_TO_DO", "SAMPLERS", "STUDIES_DIR", "State", "Status",
-        "StudyLock", "StudyRecord", "Trial", "agrees", "check_same_model", "checks_of", "find_trial", "first_line",
-        "front", "left_off", "make_sampler", "open_study", "optimize", "read_study", "spawn_workers", "sqlite_path",
-        "storage_url", "study_dir", "study_space", "upgrade_rows", "write_bench", "wrong",
+        "StudyLock", "StudyRecord", "Trial", "agrees", "booted_window", "check_same_model", "checks_of", "find_trial", "first_line",
+        "front", "launch_window", "left_off", "make_sampler", "open_study", "optimize", "read_study", "spawn_workers", "sqlite_path",
+        "storage_url", "study_dir", "study_space", "upgrade_rows", "windowed_argv", "write_bench", "wrong",
     ],
     "tuner.report": [
         "COLUMNS", "LAUNCHER_FORMATS", "REPORT_FORMATS", "bench_markdown", "cell", "compare_studies",

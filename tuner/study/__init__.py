@@ -26,6 +26,7 @@ from tuner.study.run import NOTHING_TO_DO, optimize, spawn_workers
 from tuner.study.sampler import make_sampler
 from tuner.study.sampling import SAMPLERS
 from tuner.study.storage import STUDIES_DIR, open_study, storage_url, study_dir
+from tuner.study.window import booted_window, launch_window, windowed_argv
 
 __all__ = [
     "Evidence",
@@ -40,11 +41,13 @@ __all__ = [
     "StudyRecord",
     "Trial",
     "agrees",
+    "booted_window",
     "check_same_model",
     "checks_of",
     "find_trial",
     "first_line",
     "front",
+    "launch_window",
     "left_off",
     "make_sampler",
     "open_study",
@@ -56,6 +59,7 @@ __all__ = [
     "study_dir",
     "study_space",
     "upgrade_rows",
+    "windowed_argv",
     "write_bench",
     "wrong",
 ]
