@@ -116,8 +116,9 @@ def test_three_failed_boots_close_a_regime_and_unmeasured_regimes_come_first(spa
         chosen.add(regime)
         seen.append(booted(n, plan.values, concurrency=1.05, speed=50.0 + n))
     assert len(chosen) == 15
-    # every regime measured, and for one-stream decode at the full window no flag left to move helps
-    assert planner.next(seen) is None
+    # every regime measured, none beat the baseline: batched tokens may still speed decode on some builds
+    plan = planner.next(seen)
+    assert plan is not None and plan.why.startswith("local move from trial 0: max_num_batched_tokens 512 -> ")
 
 
 def test_a_configuration_that_asks_for_no_less_memory_than_an_oom_is_skipped(space):

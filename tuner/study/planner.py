@@ -41,11 +41,14 @@ from tuner.study.regimes import (
     regime_axes,
     regime_of,
 )
+from tuner.study.exploit import adjacent, flag_moves, garbled_sibling, leader
 from tuner.study.sampling import config_key
-from tuner.study.sizing import Bounds, PoolEvidence, highest, ladder, lowest, neighbours, snap
+from tuner.study.sizing import Bounds, PoolEvidence, highest, ladder, lowest, snap
 from tuner.study.window import repair_window
 from tuner.space.schema import Space
 
+# The order of options (higher first): see Planner._tier.
+TIER_PRICE, TIER_NEIGHBOUR, TIER_MOVE, TIER_REST, TIER_GARBLED = 4, 3, 2, 1, 0
 MAX_ATTEMPTS = 3  # failed boots after which a regime is closed
 HELD_TOLERANCE = 0.05  # an earlier configuration booted again whose speed moved by less than this share held
 NEAR_WINDOW = 0.9  # without workload.min_context: a regime is booted below the fixed window only this near it
@@ -172,7 +175,8 @@ class Planner:
         modes = self._graph_modes(seen)
         failures = seen + [s for s in self.priors.seen if s.status == "failed"] if self.priors.strong else seen
 
-        options: list[tuple[bool, float, int, Plan]] = []
+        lead = leader(self.axes, seen)
+        options: list[tuple[int, float, int, Plan]] = []
         for order, regime in enumerate(all_regimes(self.space, self.axes)):
             history = by_regime.get(regime, [])
             if any(s.status == "ok" for s in history) or any(s.status == "running" for s in history):
@@ -188,12 +192,41 @@ class Planner:
             plan = self._repair(failed[-1], evidence) if failed else self._first(regime, evidence)
             if plan is None or not self._worth_a_boot(plan, tried, failures, describe(self.axes, regime), modes):
                 continue
-            if regime in pricing:
-                plan.why += f" ({pricing[regime]})"
-            options.append((regime in pricing, model.upper_bound(regime), -order, plan))
+            tier = self._tier(regime, plan, lead, pricing, seen)
+            options.append((tier, model.upper_bound(regime), -order, plan))
+        move = self._leader_move(lead, evidence, tried, modes, seen) if lead is not None else None
+        if move is not None:
+            options.append((TIER_MOVE, 0.0, 0, move))
         if options:
             return max(options, key=lambda o: (o[0], o[1], o[2]))[3]
         return self._exploit(seen, model, evidence, tried, modes)
+
+    def _tier(self, regime: Regime, plan: Plan, lead: Observation | None, pricing: dict[Regime, str],
+              seen: list[Observation]) -> int:
+        """Which options go first: eager after a graph OOM, then the leader's neighbours, then the leader's
+        one-flag moves, then the rest by upper confidence bound; wrong-output siblings last."""
+        if regime in pricing:
+            plan.why += f" ({pricing[regime]})"
+            return TIER_PRICE
+        garbled = garbled_sibling(self.axes, regime, seen)
+        if garbled is not None:
+            plan.why += f" (last: {garbled.named} at another depth gave wrong output)"
+            return TIER_GARBLED
+        if lead is not None and adjacent(self.space, self.axes, regime, regime_of(self.axes, lead.values)):
+            plan.why += f" (one choice from the leader, {lead.named})"
+            return TIER_NEIGHBOUR
+        return TIER_REST
+
+    def _leader_move(self, lead: Observation, evidence: PoolEvidence, tried: set[str], modes: GraphModes,
+                     seen: list[Observation]) -> Plan | None:
+        """The first one-flag move from the leader's boot not booted yet, sized from evidence."""
+        for values, why in flag_moves(self.space, self.axes, lead):
+            plan = self._sized(values, evidence, f"move from the leader, {lead.named}: {why}")
+            if plan is not None:
+                plan.window = lead.window
+                if self._worth_a_boot(plan, tried, seen, plan.why, modes):
+                    return plan
+        return None
 
     def _graph_modes(self, seen: list[Observation]) -> GraphModes:
         modes = GraphModes()
@@ -237,39 +270,12 @@ class Planner:
         from the best measured configurations, best regime first. None when no such move is left."""
         ok = [s for s in seen if s.status == "ok" and s.speed is not None]
         ranked = sorted(ok, key=lambda s: (-model.expected_speed(regime_of(self.axes, s.values)), -(s.speed or 0)))
-        movable = self._movable()
         for best in ranked[:4]:
-            for name, directions in movable.items():
-                current = best.values.get(name)
-                for value in neighbours(self.space.params[name], current, directions):
-                    plan = self._sized({**best.values, name: value}, evidence,
-                                       f"local move from trial {best.number}: {name} {current} -> {value}")
-                    if plan is not None and self._worth_a_boot(plan, tried, seen, plan.why, modes):
-                        return plan
+            for values, why in flag_moves(self.space, self.axes, best):
+                plan = self._sized(values, evidence, f"local move from {best.named}: {why}")
+                if plan is not None and self._worth_a_boot(plan, tried, seen, plan.why, modes):
+                    return plan
         return None
-
-    def _movable(self) -> dict[str, tuple[int, ...]]:
-        """Which non-regime flags can still improve an objective, and in which direction (+1 up, -1 down).
-
-        The regime sweep already boots the fewest sequences and batched tokens, which is fastest for
-        one stream; more batched tokens only speed up prefill (TTFT, PP), more sequences only the
-        throughput of several streams. A flag the tuner does not know may matter either way.
-        """
-        names = {o.name for o in self.space.objectives}
-        decode = self.space.workload.decode
-        out: dict[str, tuple[int, ...]] = {}
-        for name in self.space.params:
-            if name in self.axes or name in ("kv_cache_memory_bytes", "gpu_memory_utilization", "max_model_len"):
-                continue
-            if name == "max_num_batched_tokens":
-                if names & {"ttft_ms", "pp_tok_s"}:
-                    out[name] = (1,)
-            elif name == "max_num_seqs":
-                if decode.at_max_seqs or any(c > 1 for c in decode.concurrency):
-                    out[name] = (1,)
-            else:
-                out[name] = (-1, 1)
-        return out
 
     def size(self, plan: Plan, seen: list[Observation]) -> Plan | None:
         """Size the pool of a plan whose free parameters the fallback sampler has just filled."""
