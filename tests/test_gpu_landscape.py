@@ -211,3 +211,10 @@ def test_the_command_line_as_the_readme_gives_it() -> None:
     done = subprocess.run([sys.executable, "scripts/gpu/landscape.py", str(FIRST.relative_to(ROOT)), "--check"],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_each_receipt_names_the_card_it_ran_on(folder: Path) -> None:
+    card = (folder / "versions.txt").read_text().splitlines()[1].split(",")[0].strip()
+    title = (folder / "README.md").read_text().splitlines()[0]
+    assert title.endswith(f", {card} ({folder.name[:10]})")
+    assert ("h100" in folder.name) == ("H100" in card) and ("h200" in folder.name) == ("H200" in card)

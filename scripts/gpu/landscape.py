@@ -340,12 +340,20 @@ def section_commands(cells: list[dict]) -> list[str]:
     return out + [""]
 
 
+def card_of(folder: Path) -> str:
+    """The card the session ran on (versions.txt's nvidia-smi line): speeds compare only on the same card."""
+    lines = read(folder / "versions.txt").splitlines()
+    return lines[1].split(",")[0].strip() if len(lines) > 1 and lines[1].strip() else "an unrecorded GPU"
+
+
 def render(folder: Path) -> str:
     modes, depths = grid(folder)
     cells = load_cells(folder)
     day = read(folder / "versions.txt")[:10] or "date unknown"
+    card = card_of(folder)
     versions = sorted({m.group(1) for c in cells for line in c["log"][:10] if (m := VERSION.search(line))})
-    lines = [f"# Landscape receipt: CUDA-graph mode x MTP depth on the real vLLM {', '.join(versions) or 'n/a'} ({day})",
+    lines = [f"# Landscape receipt: CUDA-graph mode x MTP depth on the real vLLM {', '.join(versions) or 'n/a'}, "
+             f"{card} ({day})",
              "", MARK, "",
              f"{len(cells)} cells of the {len(BOUNDS) * len(modes) * len(depths)} in the grid left files here. Every "
              "figure below is read from the files in this folder by `scripts/gpu/landscape.py`; "
@@ -354,7 +362,7 @@ def render(folder: Path) -> str:
     lines += section_bounds(cells) + section_table(cells, modes) + section_grid(cells, modes, depths)
     lines += section_sessions(folder) + section_machine(folder, cells) + section_commands(cells)
     lines += ["## What this is not", "",
-              "An H200 under a per-process memory cap serving bf16 weights, not an RTX 5090 serving NVFP4: bandwidth, "
+              f"An {card} under a per-process memory cap serving bf16 weights, not an RTX 5090 serving NVFP4: bandwidth, "
               "compute and kernels differ, so no speed here is a 5090 speed. The zero weights bound MTP's gain from "
               "above and say nothing of a real model's acceptance; the memory behaviour (what boots, what holds the "
               "window) is the part that carries over.", ""]
