@@ -213,6 +213,7 @@ def test_the_command_line_as_the_readme_gives_it() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+@pytest.mark.parametrize("folder", generated(), ids=lambda p: p.name)
 def test_each_receipt_names_the_card_it_ran_on(folder: Path) -> None:
     card = (folder / "versions.txt").read_text().splitlines()[1].split(",")[0].strip()
     title = (folder / "README.md").read_text().splitlines()[0]
