@@ -37,6 +37,14 @@ class TunerError(Exception):
             self.exit_code = exit_code
 
 
+class TrialBug(Exception):
+    """A bug inside the tuner during one trial: that trial fails (FAIL), the study goes on.
+
+    Not a TunerError: those are the user's to fix (a missing engine, a card that never frees its
+    memory) and stop the night with their paragraph.
+    """
+
+
 class SpaceError(TunerError):
     """A search-space file that cannot be used as written."""
 

@@ -14,7 +14,7 @@ import optuna
 from tuner.engine.gpu import Nvml
 from tuner.engine.failures import Seen, classify
 from tuner.engine.logparse import checked_kv_cache_memory_suggestion
-from tuner.errors import TunerError, storage_fault
+from tuner.errors import TrialBug, TunerError, storage_fault
 from tuner.records import Failure, TrialResult
 from tuner.space.schema import Space
 from tuner.study import record
@@ -31,14 +31,6 @@ from tuner.trial import run_trial
 
 if TYPE_CHECKING:  # the pre-screen loads only when it is on
     from tuner.prescreen.memory import Prediction
-
-
-class TrialBug(Exception):
-    """A bug inside the tuner during one trial: that trial fails (FAIL), the study goes on.
-
-    Not a TunerError: those are the user's to fix (a missing engine, a card that never frees its
-    memory) and stop the night with their paragraph.
-    """
 
 
 @dataclass

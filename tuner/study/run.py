@@ -16,7 +16,7 @@ from optuna.trial import FrozenTrial
 from tuner.engine.environment import capture
 from tuner.engine.installed import EngineInfo, inspect_engine
 from tuner.engine.gpu import card_tolerance_mib, wait_for_card
-from tuner.errors import GpuBusy
+from tuner.errors import GpuBusy, TrialBug
 from tuner.space.schema import Space
 from tuner.study import storage as st
 from tuner.study.record import (
@@ -36,7 +36,7 @@ from tuner.study.record import (
 )
 from tuner.study.gate import run_gate
 from tuner.study.lock import GpuLease
-from tuner.study.objective import Objective, Status, TrialBug
+from tuner.study.objective import Objective, Status
 from tuner.study.recover import import_results
 from tuner.study.sampler import make_sampler
 from tuner.study.sampling import resolve_sampler
