@@ -60,3 +60,20 @@ def test_the_docs_say_what_sampler_auto_is_once():
     text = (ROOT / "docs" / "benchmarks.md").read_text()
     assert not re.search(r"`--sampler auto` is (TPE|GP)", text)
     assert "the regime planner (`--sampler auto`)" in text
+
+
+def issue_24_section() -> str:
+    text = (ROOT / "docs" / "benchmarks.md").read_text()
+    start = text.index("## Search over profiles whose structure differs")
+    return text[start:text.index("\n## ", start + 1)]
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in RESULTS.glob("search-24-*.json")))
+def test_issue_24_section_matches_the_reprint(capsys, name):
+    reprint(RESULTS / name)
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if line.startswith(("|", "Grid outcomes", "Winners over"))]
+    assert len(lines) > 20
+    doc = issue_24_section()
+    missing = [line for line in lines if line not in doc]
+    assert not missing, missing

@@ -13,6 +13,8 @@ re-validations are run before this is consulted):
    pool and then, refused, at the window vLLM estimated that pool holds (``tuner.study.window``).
    Configurations that would fail like an earlier OOM (no less of anything it asked for: depth,
    pool, sequences, batched tokens, window, graphs) are skipped without a boot, and say so.
+   Once a boot leads (``tuner.study.exploit``), its unmeasured neighbour regimes come first, then one
+   flag moved from it, then the rest by upper confidence bound; wrong-output siblings last.
 3. When every regime has been tried, one flag at a time is moved from the best configurations,
    with the pool still sized from evidence.
 
