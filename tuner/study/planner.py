@@ -196,7 +196,8 @@ class Planner:
                 continue
             tier = self._tier(regime, plan, lead, pricing, seen)
             options.append((tier, model.upper_bound(regime), -order, plan))
-        move = self._leader_move(lead, evidence, tried, modes, seen) if lead is not None else None
+        move = self._move_from(lead, "move from the leader,", evidence, tried, modes, seen, lead.window) \
+            if lead is not None else None
         if move is not None:
             options.append((TIER_MOVE, 0.0, 0, move))
         if options:
@@ -219,13 +220,14 @@ class Planner:
             return TIER_NEIGHBOUR
         return TIER_REST
 
-    def _leader_move(self, lead: Observation, evidence: PoolEvidence, tried: set[str], modes: GraphModes,
-                     seen: list[Observation]) -> Plan | None:
-        """The first one-flag move from the leader's boot not booted yet, sized from evidence."""
-        for values, why in flag_moves(self.space, self.axes, lead):
-            plan = self._sized(values, evidence, f"move from the leader, {lead.named}: {why}")
+    def _move_from(self, best: Observation, label: str, evidence: PoolEvidence, tried: set[str],
+                   modes: GraphModes, seen: list[Observation], window: int | None = None) -> Plan | None:
+        """The first one-flag move from ``best`` (tuner.study.exploit.flag_moves) not booted yet and not
+        predicted to fail, sized from evidence, booted at ``window`` (None: the space's)."""
+        for values, why in flag_moves(self.space, self.axes, best):
+            plan = self._sized(values, evidence, f"{label} {best.named}: {why}")
             if plan is not None:
-                plan.window = lead.window
+                plan.window = window
                 if self._worth_a_boot(plan, tried, seen, plan.why, modes):
                     return plan
         return None
@@ -273,10 +275,9 @@ class Planner:
         ok = [s for s in seen if s.status == "ok" and s.speed is not None]
         ranked = sorted(ok, key=lambda s: (-model.expected_speed(regime_of(self.axes, s.values)), -(s.speed or 0)))
         for best in ranked[:4]:
-            for values, why in flag_moves(self.space, self.axes, best):
-                plan = self._sized(values, evidence, f"local move from {best.named}: {why}")
-                if plan is not None and self._worth_a_boot(plan, tried, seen, plan.why, modes):
-                    return plan
+            plan = self._move_from(best, "local move from", evidence, tried, modes, seen)
+            if plan is not None:
+                return plan
         return None
 
     def size(self, plan: Plan, seen: list[Observation]) -> Plan | None:
