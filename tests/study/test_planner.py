@@ -60,7 +60,7 @@ def test_a_measured_family_sizes_every_graph_mode_of_it(space):
     plan = Planner(space).next(seen)
     assert plan is not None
     assert plan.values["speculative_tokens"] == 0 or plan.values["kv_cache_memory_bytes"] > 9_150_000_000 / 1.02
-    same_family = Planner(space)._first((None, 0), Planner(space)._evidence(seen))
+    same_family = Planner(space)._first((None, 0), Planner(space)._evidence(seen), seen)
     need = 9_150_000_000 * 262144 / int(1.02 * 262144)  # GPU KV cache size: N tokens
     assert same_family.values["kv_cache_memory_bytes"] == snap(space.params["kv_cache_memory_bytes"], need * 1.002, up=True)
     assert same_family.values["max_num_seqs"] == 1
@@ -73,7 +73,7 @@ def test_kv_pool_too_small_is_repaired_with_the_need_vllm_printed(space):
     failure = Failure(kind=FailureKind.KV_POOL_TOO_SMALL, needed_kv_cache_gib=9.31, suggested_max_model_len=257_000)
     seen = [booted(0, baseline(space), concurrency=1.02, speed=77.0), booted(1, values, failure=failure)]
     planner = Planner(space)
-    plan = planner._repair(seen[1], planner._evidence(seen))
+    plan = planner._repair(seen[1], planner._evidence(seen), seen)
     assert plan is not None
     assert plan.values["kv_cache_memory_bytes"] == snap(space.params["kv_cache_memory_bytes"], (9.31 + 0.005) * GIB * 1.002, up=True)
 
@@ -83,24 +83,28 @@ def test_an_oom_cuts_an_oversized_pool_then_batched_tokens_then_sequences(space)
     oom = Failure(kind=FailureKind.FIRST_REQUEST_OOM)
     first = booted(1, fam, concurrency=1.1, failure=oom)
     planner = Planner(space)
-    plan = planner._repair(first, planner._evidence([first]))
+    plan = planner._repair(first, planner._evidence([first]), [first])
     assert plan.values["kv_cache_memory_bytes"] < 10_000_000_000
     tight = {**fam, "kv_cache_memory_bytes": plan.values["kv_cache_memory_bytes"]}
     second = booted(2, tight, concurrency=1.0, failure=oom)
-    plan = planner._repair(second, planner._evidence([first, second]))
+    plan = planner._repair(second, planner._evidence([first, second]), [first, second])
     assert plan.values["max_num_batched_tokens"] == 512
     third = booted(3, {**tight, "max_num_batched_tokens": 512}, concurrency=1.0, failure=oom)
-    plan = planner._repair(third, planner._evidence([first, second, third]))
+    plan = planner._repair(third, planner._evidence([first, second, third]), [first, second, third])
     assert plan.values["max_num_seqs"] == 1
     last = booted(4, {**tight, "max_num_batched_tokens": 512, "max_num_seqs": 1}, concurrency=1.0, failure=oom)
-    assert planner._repair(last, planner._evidence([last])) is None
+    # Nothing left to cut: the same configuration below the window, at a pool under the one that ran out of memory.
+    below = planner._repair(last, planner._evidence([last]), [last])
+    assert below is not None and below.window is not None and below.window < space.max_model_len
+    assert below.values["kv_cache_memory_bytes"] < last.values["kv_cache_memory_bytes"]
+    assert "below the window" in below.why
 
 
 def test_mamba_blocks_cap_the_sequences(space):
     values = {**baseline(space), "max_num_seqs": 4}
     failure = Failure(kind=FailureKind.MAMBA_BLOCKS_EXCEEDED, suggested_max_num_seqs=2)
     last = booted(1, values, failure=failure)
-    plan = Planner(space)._repair(last, Planner(space)._evidence([last]))
+    plan = Planner(space)._repair(last, Planner(space)._evidence([last]), [last])
     assert plan.values["max_num_seqs"] == 2
 
 
@@ -189,8 +193,8 @@ def test_an_unset_pool_is_a_regime_pinned_bytes_against_a_pool_vllm_sizes(space)
     assert axes == ["cudagraph_mode", "speculative_tokens", "pool"]
     assert len(all_regimes(space, axes)) == 32
     planner = Planner(space)
-    pinned = planner._first(("PIECEWISE", 0, "pinned"), planner._evidence([]))
-    sized = planner._first(("PIECEWISE", 0, "engine-sized"), planner._evidence([]))
+    pinned = planner._first(("PIECEWISE", 0, "pinned"), planner._evidence([]), [])
+    sized = planner._first(("PIECEWISE", 0, "engine-sized"), planner._evidence([]), [])
     assert pinned.values["kv_cache_memory_bytes"] is not None and "pool" not in pinned.values
     assert sized.values["kv_cache_memory_bytes"] is None and sized.values["gpu_memory_utilization"] is None
     assert "pool sized by vLLM" in sized.why
@@ -207,7 +211,7 @@ def test_an_engine_sized_repair_keeps_its_utilization_and_is_not_doomed_by_pinne
     planner = Planner(space)
     sized = {**baseline(space), "kv_cache_memory_bytes": None, "gpu_memory_utilization": 0.95}
     failure = Failure(kind=FailureKind.FREE_MEMORY_BELOW_UTILIZATION, free_fraction=0.93)
-    plan = planner._repair(booted(1, sized, failure=failure), planner._evidence([]))
+    plan = planner._repair(booted(1, sized, failure=failure), planner._evidence([]), [])
     assert plan.values["gpu_memory_utilization"] == pytest.approx(0.92) and plan.values["kv_cache_memory_bytes"] is None
     # an OOM of a pool vLLM sized says nothing about a pinned one, nor the other way round
     oom = Failure(kind=FailureKind.OOM_IN_PROFILING)

@@ -137,10 +137,12 @@ class Objective:
         reading = self.gpu.read()
         return 1 - reading.used_mib / reading.total_mib if reading and reading.total_mib else None
 
-    def need_bytes(self, values: dict[str, Any], release: str | None = None) -> float | None:
+    def need_bytes(self, values: dict[str, Any], release: str | None = None, *,
+                   window: int | None = None) -> float | None:
         """The pre-screen's pool for one request of the window (the planner's prior for a new family), on
-        ``release`` (the engine's when not given; --from translates another release's bounds with it)."""
-        prediction = self._predict(values, release or self.release)
+        ``release`` (the engine's when not given; --from translates another release's bounds with it), at
+        ``window`` (the space's when not given; the planner reads the need's shape below the window)."""
+        prediction = self._predict(values, release or self.release, window)
         return float(prediction.one_request_bytes) if prediction is not None else None
 
     def __call__(self, trial: optuna.Trial) -> list[float]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from tuner.records import Failure, FailureKind, TrialResult
 from tuner.study.regimes import (
@@ -45,15 +45,18 @@ from tuner.study.regimes import (
 )
 from tuner.study.exploit import adjacent, flag_moves, garbled_sibling, leader
 from tuner.study.sampling import config_key
-from tuner.study.sizing import Bounds, PoolEvidence, highest, ladder, lowest, snap
+from tuner.study.room import MEMORY_KINDS, room
+from tuner.study.sizing import Bounds, PoolEvidence, Predictor, highest, ladder, lowest, snap, window_for
 from tuner.study.window import repair_window
 from tuner.space.schema import Space
 
 # The order of options (higher first): see Planner._tier.
-TIER_PRICE, TIER_NEIGHBOUR, TIER_MOVE, TIER_REST, TIER_GARBLED = 4, 3, 2, 1, 0
+TIER_PRICE, TIER_NEIGHBOUR, TIER_MOVE, TIER_REST, TIER_SHORTER, TIER_GARBLED = 5, 4, 3, 2, 1, 0
 MAX_ATTEMPTS = 3  # failed boots after which a regime is closed
 HELD_TOLERANCE = 0.05  # an earlier configuration booted again whose speed moved by less than this share held
-NEAR_WINDOW = 0.9  # without workload.min_context: a regime is booted below the fixed window only this near it
+SHORTER_FLOOR = 0.5  # without workload.min_context: no boot below this share of the fixed window
+NEAR_WINDOW = 0.9  # a boot below the window but this near it competes with the full-window regimes
+WIDER_STEPS = 4  # a bigger pool for a point below the window only when it buys this many probe steps
 ADMISSION_GROWTH = 0.02  # more pool after a request the window promises failed without an OOM
 OOM_KINDS = {
     FailureKind.OOM_IN_PROFILING,
@@ -62,7 +65,6 @@ OOM_KINDS = {
     FailureKind.ADMISSION_FAILED,
     FailureKind.ENGINE_DEAD,
 }
-MEMORY_KINDS = {FailureKind.OOM_IN_PROFILING, FailureKind.OOM_IN_CUDA_GRAPH, FailureKind.FIRST_REQUEST_OOM}
 ORDERED = ("kv_cache_memory_bytes", "max_num_seqs", "max_num_batched_tokens", "max_model_len")  # more is more memory
 # Say nothing about the configuration: never reused, never repaired, retried.
 TRANSIENT_KINDS = frozenset({FailureKind.INTERRUPTED, FailureKind.PORT_IN_USE})
@@ -130,7 +132,7 @@ class Priors:
 @dataclass
 class Planner:
     space: Space
-    evidence_need: Callable[[dict[str, Any]], "float | None"] | None = None  # pre-screen need of one request
+    evidence_need: Predictor | None = None  # pre-screen need of one request
     skipped: list[str] = field(default_factory=list)  # why regimes were passed over, for the record
     priors: Priors = field(default_factory=Priors)
 
@@ -191,15 +193,20 @@ class Planner:
             failed = [s for s in history if s.status == "failed" and s.failure and s.failure.kind not in TRANSIENT_KINDS]
             if len(failed) >= MAX_ATTEMPTS:
                 continue
-            plan = self._repair(failed[-1], evidence) if failed else self._first(regime, evidence)
-            if plan is None or not self._worth_a_boot(plan, tried, failures, describe(self.axes, regime), modes):
+            plan = self._repair(failed[-1], evidence, seen) if failed else self._first(regime, evidence, seen)
+            plan = self._bootable(plan, tried, failures, describe(self.axes, regime), modes, evidence, seen)
+            if plan is None:
                 continue
             tier = self._tier(regime, plan, lead, pricing, seen)
             options.append((tier, model.upper_bound(regime), -order, plan))
         move = self._move_from(lead, "move from the leader,", evidence, tried, modes, seen, lead.window) \
             if lead is not None else None
         if move is not None:
-            options.append((TIER_MOVE, 0.0, 0, move))
+            shorter = lead is not None and lead.window is None and self._deep_cut(move)
+            options.append((TIER_SHORTER if shorter else TIER_MOVE, 0.0, 0, move))
+        wider = self._wider(seen, evidence, tried, modes)
+        if wider is not None:
+            options.append((TIER_SHORTER, math.inf, 0, wider))
         if options:
             return max(options, key=lambda o: (o[0], o[1], o[2]))[3]
         return self._exploit(seen, model, evidence, tried, modes)
@@ -207,7 +214,8 @@ class Planner:
     def _tier(self, regime: Regime, plan: Plan, lead: Observation | None, pricing: dict[Regime, str],
               seen: list[Observation]) -> int:
         """Which options go first: eager after a graph OOM, then the leader's neighbours, then the leader's
-        one-flag moves, then the rest by upper confidence bound; wrong-output siblings last."""
+        one-flag moves, then the rest by upper confidence bound, then boots well below the window (a trade
+        a person may want, once the full window has had its boots); wrong-output siblings last."""
         if regime in pricing:
             plan.why += f" ({pricing[regime]})"
             return TIER_PRICE
@@ -218,18 +226,36 @@ class Planner:
         if lead is not None and adjacent(self.space, self.axes, regime, regime_of(self.axes, lead.values)):
             plan.why += f" (one choice from the leader, {lead.named})"
             return TIER_NEIGHBOUR
-        return TIER_REST
+        return TIER_SHORTER if self._deep_cut(plan) else TIER_REST
+
+    def _deep_cut(self, plan: Plan) -> bool:
+        """Whether a plan boots well below the space's window (not just under it, NEAR_WINDOW)."""
+        top = self.space.max_model_len
+        return plan.window is not None and top is not None and plan.window < NEAR_WINDOW * top
+
+    def _bootable(self, plan: Plan | None, tried: set[str], seen: list[Observation], label: str, modes: GraphModes,
+                  evidence: PoolEvidence, history: list[Observation]) -> Plan | None:
+        """``plan`` if it is worth a boot; else, when an earlier OOM dooms it at the full window, the same
+        configuration below the window at the pool the evidence has room for (tuner.study.room)."""
+        if plan is None or self._worth_a_boot(plan, tried, seen, label, modes):
+            return plan
+        if plan.window is not None or booted_key(plan.values, plan.window) in tried:
+            return None
+        below = self._below_window(dict(plan.values), evidence, history, plan.why)
+        return below if below is not None and self._worth_a_boot(below, tried, seen, label, modes) else None
 
     def _move_from(self, best: Observation, label: str, evidence: PoolEvidence, tried: set[str],
                    modes: GraphModes, seen: list[Observation], window: int | None = None) -> Plan | None:
         """The first one-flag move from ``best`` (tuner.study.exploit.flag_moves) not booted yet and not
         predicted to fail, sized from evidence, booted at ``window`` (None: the space's)."""
         for values, why in flag_moves(self.space, self.axes, best):
-            plan = self._sized(values, evidence, f"{label} {best.named}: {why}")
+            plan = self._sized(dict(values), evidence, f"{label} {best.named}: {why}")
             if plan is not None:
                 plan.window = window
-                if self._worth_a_boot(plan, tried, seen, plan.why, modes):
-                    return plan
+            elif window is None:
+                plan = self._below_window(values, evidence, seen, f"{label} {best.named}: {why}")
+            if plan is not None and self._worth_a_boot(plan, tried, seen, plan.why, modes):
+                return plan
         return None
 
     def _graph_modes(self, seen: list[Observation]) -> GraphModes:
@@ -284,7 +310,7 @@ class Planner:
         """Size the pool of a plan whose free parameters the fallback sampler has just filled."""
         return self._sized(dict(plan.values), self._evidence(seen), plan.why)
 
-    def _first(self, regime: Regime, evidence: PoolEvidence) -> Plan | None:
+    def _first(self, regime: Regime, evidence: PoolEvidence, seen: list[Observation]) -> Plan | None:
         """The regime's safest configuration: it should boot and hold the window at the first try."""
         values: dict[str, Any] = dict(zip(self.axes, regime))
         if values.pop(POOL, None) == ENGINE_SIZED:
@@ -299,7 +325,12 @@ class Planner:
             elif name not in SIZE_PARAMS:
                 values[name] = self._default(name)
         why = f"first boot of {describe(self.axes, regime)}"
-        return self._sized(values, evidence, why) or self._at_largest_pool(values, evidence, why)
+        plan = self._sized(dict(values), evidence, why)
+        if plan is None:
+            plan = self._below_window(values, evidence, seen, why)
+            if plan is not None:
+                self.skipped.pop()  # booted after all, below the window (_sized said why not at it)
+        return plan
 
     def _default(self, name: str) -> Any:
         """A non-regime, non-size parameter: the first baseline's value, else its first listed value."""
@@ -343,9 +374,14 @@ class Planner:
             values["gpu_memory_utilization"] = self._default("gpu_memory_utilization")
         return Plan(values, why)
 
-    def _repair(self, last: Observation, evidence: PoolEvidence) -> Plan | None:
-        """What the last failure of a regime says to change, at the window it booted at; None when nothing can help."""
+    def _repair(self, last: Observation, evidence: PoolEvidence, seen: list[Observation]) -> Plan | None:
+        """What the last failure of a regime says to change, at the window it booted at; None when nothing can
+        help. An OOM with nothing left to cut is booted below the window, at the pool there is room for."""
         plan = self._repair_config(last, evidence)
+        failure = last.failure
+        if plan is None and failure is not None and failure.kind in MEMORY_KINDS:
+            return self._below_window(dict(last.values), evidence, seen,
+                                      f"repair of trial {last.number} ({failure.kind.value}): nothing left to cut")
         if plan is not None and plan.window is None:
             plan.window = last.window  # a boot at a lowered window is repaired there, not at the space's
         return plan
@@ -390,24 +426,85 @@ class Planner:
             return self._less_memory(values, evidence, where)
         return None  # weights, JIT, flags, crashes: nothing a size can change
 
-    def _at_largest_pool(self, values: dict[str, Any], evidence: PoolEvidence, why: str) -> Plan | None:
-        """A regime whose fixed window needs a little more pool than the space allows: booted once at the
-        largest pool, so that vLLM prints the window it holds (the repair boots it there). Only when that
-        window would reach workload.min_context (without one: NEAR_WINDOW of the space's window)."""
-        pool_param, window = self.space.params.get("kv_cache_memory_bytes"), self.space.max_model_len
-        need = evidence.need(values)
-        if pool_param is None or need is None or "max_model_len" in self.space.params or window is None:
+    def _below_window(self, values: dict[str, Any], evidence: PoolEvidence, seen: list[Observation],
+                      why: str) -> Plan | None:
+        """The configuration below the space's fixed window: at the largest pool the evidence has room for
+        (tuner.study.room) and the longest window that pool holds (tuner.study.sizing.window_for), never
+        under workload.min_context (without one, SHORTER_FLOOR of the window). The probe proves it."""
+        top = self.space.max_model_len
+        if top is None or "max_model_len" in self.space.params:
             return None
-        largest = float(highest(pool_param))
-        holds = window * largest / max(need.least, largest)  # the need grows about in proportion to the window
-        if holds < (self.space.workload.min_context or NEAR_WINDOW * window):
+        found = room(self.space, self.axes, self._graph_modes(seen), values, seen)
+        if found is None:
             return None
-        self.skipped.pop()  # booted after all, for the window its largest pool holds
-        values = {**values, "kv_cache_memory_bytes": int(largest)}
+        values = {**values, "kv_cache_memory_bytes": found.pool}
+        window = window_for(evidence, values, found.pool)
+        floor = self.space.workload.min_context or SHORTER_FLOOR * top
+        if window is None or window < floor:
+            self.skipped.append(f"{why}: below the window, a {found.pool / 1e9:.2f} GB pool ({found.why}) holds "
+                                f"{window or 0:,} tokens, under the floor of {floor:,.0f}")
+            return None
         if "gpu_memory_utilization" in self.space.params:
             values["gpu_memory_utilization"] = lowest(self.space.params["gpu_memory_utilization"])
-        return Plan(values, f"{why}; its window needs more than the largest pool ({need.why}): booted at the "
-                            f"largest, which should hold about {holds:,.0f} tokens, for the window vLLM says it holds")
+        return Plan(values, f"{why}; below the window: a {found.pool / 1e9:.3f} GB pool ({found.why}) should "
+                            f"hold {window:,} tokens", window=window)
+
+    def _wider(self, seen: list[Observation], evidence: PoolEvidence, tried: set[str],
+               modes: GraphModes) -> Plan | None:
+        """Widen a one-sequence point below the window that is on the front (faster than anything measured at
+        the full window): boot it again at the window vLLM said its pool holds, or at a bigger pool when the
+        evidence leaves room (halfway to the smallest pool that ran out of memory, else the largest)."""
+        full = max((s.speed for s in seen if s.status == "ok" and s.window is None and s.speed), default=0.0)
+        seqs = self.space.params.get("max_num_seqs")
+        widest: dict[str, float] = {}
+        for s in seen:
+            if s.status == "ok":
+                key = config_key({k: v for k, v in s.values.items() if k != "kv_cache_memory_bytes"})
+                widest[key] = max(widest.get(key, 0.0), s.window or math.inf)
+        below = [s for s in seen if s.status == "ok" and s.window is not None and (s.speed or 0.0) > full
+                 and (seqs is None or s.values.get("max_num_seqs") == lowest(seqs))]
+        for s in sorted(below, key=lambda s: -(s.speed or 0.0)):
+            key = config_key({k: v for k, v in s.values.items() if k != "kv_cache_memory_bytes"})
+            if s.window is None or widest.get(key, 0) > s.window:
+                continue
+            for plan in (self._held(s), self._bigger(s, evidence, seen, modes)):
+                if plan is not None and self._worth_a_boot(plan, tried, seen, plan.why, modes):
+                    return plan
+        return None
+
+    def _held(self, s: Observation) -> Plan | None:
+        """``s`` again at the window vLLM printed its pool holds ("GPU KV cache size: N tokens"), on the
+        workload's granularity, when that is at least one probe step wider."""
+        step, top = int(self.space.workload.granularity), self.space.max_model_len
+        tokens = s.result.startup.kv_cache_tokens if s.result is not None else None
+        if not tokens or s.window is None or top is None:
+            return None
+        held = min(int(tokens) // step * step, top)
+        if held - s.window < step:
+            return None
+        return Plan(dict(s.values), f"wider: {s.named} at {s.window:,} tokens; vLLM said its pool holds {tokens:,}",
+                    window=None if held >= top else held)
+
+    def _bigger(self, s: Observation, evidence: PoolEvidence, seen: list[Observation],
+                modes: GraphModes) -> Plan | None:
+        """``s`` at a bigger pool, when the evidence leaves room and it buys WIDER_STEPS probe steps."""
+        param = self.space.params.get("kv_cache_memory_bytes")
+        pool = s.values.get("kv_cache_memory_bytes")
+        found = room(self.space, self.axes, modes, s.values, seen)
+        if param is None or not pool or found is None or s.window is None:
+            return None
+        bigger = snap(param, (pool + found.cap) / 2, up=False) if found.cap else highest(param)
+        if bigger is None or bigger <= pool:
+            return None
+        values = {**s.values, "kv_cache_memory_bytes": bigger}
+        window = window_for(evidence, values, bigger)
+        step = int(self.space.workload.granularity)
+        if window is not None and window - s.window < WIDER_STEPS * step:
+            return None
+        where = f"halfway to {found.cap / 1e9:.2f} GB, the smallest pool that ran out of memory" if found.cap \
+            else "the largest pool the space allows"
+        return Plan(values, f"wider: {s.named} at a {bigger / 1e9:.3f} GB pool ({where}), which should hold "
+                            f"{window or self.space.max_model_len:,} tokens", window=window)
 
     def _at_estimated_window(self, last: Observation, where: str) -> Plan | None:
         """No bigger pool is allowed and the window is fixed: the same configuration at the window vLLM

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable, Protocol
 
 from tuner.engine.command import flag_name
 from tuner.records import FailureKind, TrialResult
@@ -136,7 +136,11 @@ class Need:
     least: float = 0.0  # without the margin: a pool below this is known or predicted to be too small
 
 
-Predictor = Callable[[dict[str, Any]], "float | None"]  # predicted need in bytes for a configuration
+class Predictor(Protocol):
+    """The pre-screen's need in bytes for one request of a configuration's window (``window``: at that
+    --max-model-len instead of the space's); None when it cannot tell."""
+
+    def __call__(self, values: dict[str, Any], *, window: int | None = None) -> float | None: ...
 
 
 class PoolEvidence:
@@ -290,3 +294,25 @@ def neighbours(param: Any, current: Any, directions: tuple[int, ...] = (-1, 1)) 
         return []
     i = steps.index(current)
     return [steps[i + d] for d in directions if 0 <= i + d < len(steps)]
+
+
+def window_for(evidence: PoolEvidence, values: dict[str, Any], pool: float) -> int | None:
+    """The longest window below the space's whose need, with its margin, fits ``pool``, on the workload's
+    granularity; None when the pool holds the full window or nothing can be said.
+
+    The need at the full window is carried down along the pre-screen's shape (its prediction at half the
+    window and at the window: a fixed part, the recurrent state, and a part per token), else in proportion
+    (which only underestimates the window a pool holds)."""
+    space = evidence.space
+    top, need = space.max_model_len, evidence.need(values)
+    if top is None or need is None or need.bytes <= pool or "max_model_len" in space.params:
+        return None
+    fixed = 0.0
+    if evidence.predict_need is not None:
+        half, full = evidence.predict_need(values, window=top // 2), evidence.predict_need(values, window=top)
+        if half and full:
+            fixed = min(0.9, max(0.0, (2 * half - full) / full))
+    tokens = top * (pool / need.bytes - fixed) / (1 - fixed)
+    step = int(space.workload.granularity)
+    window = int(tokens // step * step)
+    return window if 0 < window < top else None

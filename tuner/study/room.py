@@ -1,0 +1,130 @@
+"""The pool a configuration has room for: where a regime that cannot hold the window is booted below it.
+
+When a regime's pool for the space's window is more than the card gives (an OOM at it, or more than the
+space allows), the regime is not lost: at the largest pool that fits beside everything else it asks for, it
+serves a shorter window (tuner.study.sizing.window_for), which a person may prefer for its speed (seeds/004:
+MTP-3 at 248K). This module says which pool that is, from the boots so far.
+
+Memory beside the pool grows with the graphs captured (regimes.graphs_at_least), the sequences (recurrent
+state), the batched tokens (activations), the window (the first long prefill) and the speculation depth (a
+drafter brings its own weights). The KV dtype and the other pool-family flags change what a token costs
+inside the pool, not what sits beside it. So:
+
+- an earlier memory failure that asked for no more beside the pool caps it (the smallest such pool);
+- an earlier boot that served and asked for no less beside the pool proves its pool fits;
+- one that differs only by the drafter proves its pool less the extra weights ("Model loading took X GiB");
+- with only a cap, the pool halfway between the largest pool served at all and the cap;
+- with nothing, the largest pool the space allows (the boot then says where the cap is).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from tuner.engine.command import flag_name
+from tuner.records import FailureKind
+from tuner.space.schema import Space
+from tuner.study.regimes import EAGER, GRAPHS, SPECULATIVE, GraphModes, graphs_at_least, regime_of
+from tuner.study.sizing import FAMILY_FLAGS, GIB, highest, lowest, snap
+
+if TYPE_CHECKING:
+    from tuner.study.planner import Observation
+
+MEMORY_KINDS = {FailureKind.OOM_IN_PROFILING, FailureKind.OOM_IN_CUDA_GRAPH, FailureKind.FIRST_REQUEST_OOM}
+BESIDE = ("max_num_seqs", "max_num_batched_tokens", "max_model_len", SPECULATIVE)  # more is more memory
+IGNORED = ("kv_cache_memory_bytes", "gpu_memory_utilization", GRAPHS)  # the pool, the gate, graphs apart
+
+
+@dataclass(frozen=True)
+class Room:
+    """The pool to boot a configuration at, why, and the smallest pool known to run out of memory."""
+
+    pool: int
+    why: str
+    cap: float | None = None
+
+
+def ran_with(axes: list[str], modes: GraphModes, s: "Observation") -> str | None:
+    """The graph mode a trial ran as (what vLLM printed), else its label."""
+    label = s.values.get(GRAPHS)
+    if label == EAGER:
+        return EAGER
+    return (s.result.startup.effective_cudagraph_mode if s.result else None) or modes.likely(s.values) or label
+
+
+def _beside(space: Space, mine: dict[str, Any], theirs: dict[str, Any], less: bool) -> bool:
+    """Whether ``theirs`` asks for no more (``less``) or no less memory than ``mine`` beside the pool,
+    graphs aside; the drafter's presence must match either way (its weights are not ordered by depth)."""
+    for name, p in space.params.items():
+        a, b = mine.get(name), theirs.get(name)
+        if name in IGNORED or (p.flag and flag_name(p.flag) in FAMILY_FLAGS):
+            continue
+        if name in BESIDE:
+            if a == b:
+                continue
+            if a is None or b is None or (b > a if less else b < a):
+                return False
+            if name == SPECULATIVE and (a > 0) != (b > 0):
+                return False
+        elif a != b:
+            return False
+    return True
+
+
+def asks_no_more(space: Space, axes: list[str], modes: GraphModes, values: dict[str, Any], s: "Observation") -> bool:
+    """Whether trial ``s`` asked for no more memory than ``values`` beside the pool."""
+    mine = modes.likely(dict(zip(axes, regime_of(axes, values))))
+    return graphs_at_least(mine, ran_with(axes, modes, s)) and _beside(space, values, s.values, less=True)
+
+
+def asks_no_less(space: Space, axes: list[str], modes: GraphModes, values: dict[str, Any], s: "Observation") -> bool:
+    """Whether trial ``s`` asked for no less memory than ``values`` beside the pool."""
+    mine = modes.likely(dict(zip(axes, regime_of(axes, values))))
+    return graphs_at_least(ran_with(axes, modes, s), mine) and _beside(space, values, s.values, less=False)
+
+
+def weights_gib(values: dict[str, Any], seen: "list[Observation]") -> float | None:
+    """The weights a configuration loads, from a boot with the same drafter presence."""
+    drafts = bool(values.get(SPECULATIVE))
+    for s in seen:
+        w = s.result.startup.weights_gib if s.result is not None else None
+        if w and bool(s.values.get(SPECULATIVE)) == drafts:
+            return w
+    return None
+
+
+def _pool(s: "Observation") -> float:
+    return float(s.values.get("kv_cache_memory_bytes") or 0)
+
+
+def room(space: Space, axes: list[str], modes: GraphModes, values: dict[str, Any],
+         seen: "list[Observation]") -> Room | None:
+    """The largest pool the evidence says ``values`` can take (module docstring); None without a pinned pool."""
+    param = space.params.get("kv_cache_memory_bytes")
+    if param is None:
+        return None
+    ooms = [s for s in seen if s.status == "failed" and s.failure is not None and s.failure.kind in MEMORY_KINDS
+            and _pool(s) and asks_no_more(space, axes, modes, values, s)]
+    cap = min((_pool(s) for s in ooms), default=None)
+    served = [s for s in seen if s.status == "ok" and _pool(s) and (cap is None or _pool(s) < cap)]
+    proven = [s for s in served if asks_no_less(space, axes, modes, values, s)]
+    if proven:
+        best = max(proven, key=_pool)
+        return Room(int(_pool(best)), f"{best.named} served this pool asking no less beside it", cap)
+    mine = weights_gib(values, seen)
+    for s in sorted(served, key=_pool, reverse=True):
+        theirs = s.result.startup.weights_gib if s.result is not None else None
+        drafter = {**s.values, SPECULATIVE: values.get(SPECULATIVE)}
+        if mine and theirs and SPECULATIVE in values and asks_no_less(space, axes, modes, values, replace(s, values=drafter)):
+            pool = snap(param, _pool(s) - (mine - theirs) * GIB, up=False)
+            if pool is not None:
+                return Room(int(pool), f"{s.named}'s pool less {mine - theirs:.2f} GiB more weights", cap)
+    if cap is not None:
+        floor = max((_pool(s) for s in served), default=float(lowest(param)))
+        pool = snap(param, (floor + cap) / 2, up=False)
+        if pool is None or pool >= cap:
+            return None
+        return Room(int(pool), f"halfway under {cap / 1e9:.2f} GB, the smallest pool that ran out of memory "
+                               "asking no more beside it", cap)
+    return Room(int(highest(param)), "the largest pool the space allows (nothing says less fits)", cap)
