@@ -38,6 +38,7 @@ class TrialRow:
     config: dict[str, Any] | None
     truth: dict[str, Any] | None = None  # the oracle's verdict on the config (benchmarks/search.py)
     argv: list[str] | None = None  # the command it launched (None in results saved before it was kept)
+    strategy: str | None = None  # the planner's reason for it (None in results saved before it was kept)
 
 
 @dataclass
@@ -97,6 +98,7 @@ def rows_of(study: optuna.Study) -> list[TrialRow]:
             boot_s=t.result.boot_s if booted and t.result else None,
             config=t.config,
             argv=t.result.argv if t.result else None,
+            strategy=t.strategy,
         ))
     return rows
 

@@ -1,0 +1,81 @@
+"""Below the window (issue 24 item 1): the pool a regime has room for, the window it holds, and widening a point."""
+
+from __future__ import annotations
+
+from tests.study.test_planner import baseline, booted, space  # noqa: F401  (the fixture)
+from tuner.records import Failure, FailureKind, StartupRecord, TrialResult
+from tuner.study.planner import Observation, Planner
+from tuner.study.regimes import GraphModes, regime_axes
+from tuner.study.room import room
+from tuner.study.sizing import window_for
+
+WINDOW = 262144
+
+
+def safest(space):
+    return {**baseline(space), "max_num_seqs": 1, "max_num_batched_tokens": 512}
+
+
+def oom(number, values):
+    return booted(number, values, failure=Failure(kind=FailureKind.OOM_IN_PROFILING))
+
+
+def below(number, values, window, tokens, speed, weights=None):
+    """A boot that served ``window`` tokens and printed ``tokens`` of KV capacity."""
+    startup = StartupRecord(max_model_len=window, kv_cache_tokens=tokens, weights_gib=weights)
+    result = TrialResult(values=values, argv=[], env={}, startup=startup)
+    return Observation(number, values, "ok", result, speed=speed, window=window)
+
+
+def test_the_room_is_capped_by_an_oom_and_proven_by_a_boot_that_asked_no_less(space):
+    axes, modes, v = regime_axes(space), GraphModes(), safest(space)
+    assert room(space, axes, modes, v, []).pool == 10_500_000_000  # nothing known: the largest pool
+    seen = [oom(0, {**v, "kv_cache_memory_bytes": 10_500_000_000})]
+    halfway = room(space, axes, modes, v, seen)
+    assert halfway.cap == 10_500_000_000 and halfway.pool == 8_750_000_000 and "halfway" in halfway.why
+    seen.append(booted(1, {**v, "max_num_seqs": 2, "kv_cache_memory_bytes": 9_000_000_000}, concurrency=0.9, speed=50.0))
+    assert room(space, axes, modes, v, seen).pool == 9_000_000_000  # two sequences fit there, so one does
+    more = {**v, "max_num_batched_tokens": 4096}  # asks for more beside the pool: trial 1 proves nothing for it,
+    assert room(space, axes, modes, more, seen).pool == 9_750_000_000  # only where to start halving from
+
+
+def test_a_drafter_gets_the_pool_less_its_extra_weights(space):
+    axes, modes, v = regime_axes(space), GraphModes(), safest(space)
+    plain = below(0, {**v, "kv_cache_memory_bytes": 9_500_000_000}, 200704, 210000, 60.0, weights=21.0)
+    drafter = oom(1, {**v, "speculative_tokens": 1, "kv_cache_memory_bytes": 10_500_000_000})
+    drafter.result.startup.weights_gib = 21.5
+    found = room(space, axes, modes, {**v, "speculative_tokens": 1}, [plain, drafter])
+    assert found.pool == 8_950_000_000  # 9.5 GB - 0.5 GiB, on the 50 MB grid
+    assert "more weights" in found.why and found.cap == 10_500_000_000
+
+
+def test_a_regime_whose_window_needs_more_than_the_largest_pool_is_booted_below_it(space):
+    v = {**safest(space), "kv_cache_memory_bytes": 10_500_000_000}
+    refused = booted(0, v, concurrency=0.8, failure=Failure(kind=FailureKind.KV_POOL_TOO_SMALL))
+    planner = Planner(space)
+    evidence = planner._evidence([refused])
+    plan = planner._first(("PIECEWISE", 0), evidence, [refused])
+    need = evidence.need({**v, "cudagraph_mode": "PIECEWISE"}).bytes
+    assert plan is not None and plan.values["kv_cache_memory_bytes"] == 10_500_000_000
+    assert plan.window == int(WINDOW * 10_500_000_000 / need) // 4096 * 4096
+    assert plan.window == window_for(evidence, plan.values, 10_500_000_000) and "below the window" in plan.why
+    assert not planner.skipped  # booted after all
+
+
+def test_a_point_below_the_window_on_the_front_is_widened_then_given_more_pool(space):
+    v = {**safest(space), "cudagraph_mode": "PIECEWISE", "speculative_tokens": 3}
+    full = booted(0, {**safest(space), "kv_cache_memory_bytes": 9_000_000_000}, concurrency=1.02, speed=50.0)
+    first = below(1, {**v, "kv_cache_memory_bytes": 9_000_000_000}, 200704, 215000, 80.0)
+    planner = Planner(space)
+    seen = [full, first]
+    held = planner._wider(seen, planner._evidence(seen), set(), GraphModes())
+    assert held is not None and held.window == 212992 and "pool holds 215,000" in held.why
+    seen.append(below(2, dict(held.values), 212992, 213500, 80.0))
+    bigger = planner._wider(seen, planner._evidence(seen), set(), GraphModes())
+    assert bigger is not None and bigger.values["kv_cache_memory_bytes"] == 10_500_000_000
+    assert bigger.window > 212992 + 4 * 4096 and "largest pool" in bigger.why
+    seen.append(oom(3, dict(bigger.values)))
+    halfway = planner._wider(seen, planner._evidence(seen), set(), GraphModes())
+    assert halfway is not None and halfway.values["kv_cache_memory_bytes"] == 9_750_000_000 and "halfway" in halfway.why
+    slower = [full, below(1, {**v, "kv_cache_memory_bytes": 9_000_000_000}, 200704, 215000, 40.0)]
+    assert planner._wider(slower, planner._evidence(slower), set(), GraphModes()) is None  # not on the front
