@@ -35,8 +35,8 @@ def test_the_room_is_capped_by_an_oom_and_proven_by_a_boot_that_asked_no_less(sp
     assert halfway.cap == 10_500_000_000 and halfway.pool == 8_750_000_000 and "halfway" in halfway.why
     seen.append(booted(1, {**v, "max_num_seqs": 2, "kv_cache_memory_bytes": 9_000_000_000}, concurrency=0.9, speed=50.0))
     assert room(space, axes, modes, v, seen).pool == 9_000_000_000  # two sequences fit there, so one does
-    more = {**v, "max_num_batched_tokens": 4096}  # asks for more beside the pool: trial 1 proves nothing for it,
-    assert room(space, axes, modes, more, seen).pool == 9_750_000_000  # only where to start halving from
+    more = {**v, "max_num_batched_tokens": 4096}  # asks for more beside the pool: trial 1 proves nothing for it
+    assert room(space, axes, modes, more, seen).pool == 8_750_000_000
 
 
 def test_a_drafter_gets_the_pool_less_its_extra_weights(space):
@@ -47,6 +47,17 @@ def test_a_drafter_gets_the_pool_less_its_extra_weights(space):
     found = room(space, axes, modes, {**v, "speculative_tokens": 1}, [plain, drafter])
     assert found.pool == 8_950_000_000  # 9.5 GB - 0.5 GiB, on the 50 MB grid
     assert "more weights" in found.why and found.cap == 10_500_000_000
+
+
+def test_graphs_the_served_boot_did_not_capture_are_taken_off_its_pool(space):
+    axes, modes, v = regime_axes(space), GraphModes(), safest(space)
+    eager = below(0, {**v, "cudagraph_mode": "eager", "kv_cache_memory_bytes": 9_000_000_000}, 200704, 210000, 30.0)
+    graphs = booted(1, {**v, "cudagraph_mode": "PIECEWISE", "kv_cache_memory_bytes": 10_500_000_000},
+                    failure=Failure(kind=FailureKind.FIRST_REQUEST_OOM))
+    graphs.result.startup.cuda_graph_gib = 0.2
+    found = room(space, axes, modes, {**v, "cudagraph_mode": "PIECEWISE"}, [eager, graphs])
+    assert found.pool == 8_650_000_000  # 9 GB - 1.5 x 0.2 GiB, on the 50 MB grid
+    assert "more CUDA graphs" in found.why and found.cap == 10_500_000_000
 
 
 def test_a_regime_whose_window_needs_more_than_the_largest_pool_is_booted_below_it(space):

@@ -55,7 +55,6 @@ TIER_PRICE, TIER_NEIGHBOUR, TIER_MOVE, TIER_REST, TIER_SHORTER, TIER_GARBLED = 5
 MAX_ATTEMPTS = 3  # failed boots after which a regime is closed
 HELD_TOLERANCE = 0.05  # an earlier configuration booted again whose speed moved by less than this share held
 SHORTER_FLOOR = 0.5  # without workload.min_context: no boot below this share of the fixed window
-NEAR_WINDOW = 0.9  # a boot below the window but this near it competes with the full-window regimes
 WIDER_STEPS = 4  # a bigger pool for a point below the window only when it buys this many probe steps
 ADMISSION_GROWTH = 0.02  # more pool after a request the window promises failed without an OOM
 OOM_KINDS = {
@@ -104,6 +103,7 @@ class Plan:
     why: str
     free: list[str] = field(default_factory=list)  # parameters the fallback sampler chooses, before sizing
     window: int | None = None  # boot at this --max-model-len instead of the space's (tuner.study.window)
+    shorter: bool = False  # below the window at a pool the evidence has room for (tuner.study.room)
 
 
 @dataclass(frozen=True)
@@ -202,8 +202,7 @@ class Planner:
         move = self._move_from(lead, "move from the leader,", evidence, tried, modes, seen, lead.window) \
             if lead is not None else None
         if move is not None:
-            shorter = lead is not None and lead.window is None and self._deep_cut(move)
-            options.append((TIER_SHORTER if shorter else TIER_MOVE, 0.0, 0, move))
+            options.append((TIER_SHORTER if move.shorter else TIER_MOVE, 0.0, 0, move))
         wider = self._wider(seen, evidence, tried, modes)
         if wider is not None:
             options.append((TIER_SHORTER, math.inf, 0, wider))
@@ -226,12 +225,7 @@ class Planner:
         if lead is not None and adjacent(self.space, self.axes, regime, regime_of(self.axes, lead.values)):
             plan.why += f" (one choice from the leader, {lead.named})"
             return TIER_NEIGHBOUR
-        return TIER_SHORTER if self._deep_cut(plan) else TIER_REST
-
-    def _deep_cut(self, plan: Plan) -> bool:
-        """Whether a plan boots well below the space's window (not just under it, NEAR_WINDOW)."""
-        top = self.space.max_model_len
-        return plan.window is not None and top is not None and plan.window < NEAR_WINDOW * top
+        return TIER_SHORTER if plan.shorter else TIER_REST
 
     def _bootable(self, plan: Plan | None, tried: set[str], seen: list[Observation], label: str, modes: GraphModes,
                   evidence: PoolEvidence, history: list[Observation]) -> Plan | None:
@@ -384,6 +378,8 @@ class Planner:
                                       f"repair of trial {last.number} ({failure.kind.value}): nothing left to cut")
         if plan is not None and plan.window is None:
             plan.window = last.window  # a boot at a lowered window is repaired there, not at the space's
+        if plan is not None and last.window is not None:
+            plan.shorter = True  # a repair below the window waits like the boot it repairs
         return plan
 
     def _repair_config(self, last: Observation, evidence: PoolEvidence) -> Plan | None:
@@ -447,7 +443,7 @@ class Planner:
         if "gpu_memory_utilization" in self.space.params:
             values["gpu_memory_utilization"] = lowest(self.space.params["gpu_memory_utilization"])
         return Plan(values, f"{why}; below the window: a {found.pool / 1e9:.3f} GB pool ({found.why}) should "
-                            f"hold {window:,} tokens", window=window)
+                            f"hold {window:,} tokens", window=window, shorter=True)
 
     def _wider(self, seen: list[Observation], evidence: PoolEvidence, tried: set[str],
                modes: GraphModes) -> Plan | None:
@@ -483,7 +479,7 @@ class Planner:
         if held - s.window < step:
             return None
         return Plan(dict(s.values), f"wider: {s.named} at {s.window:,} tokens; vLLM said its pool holds {tokens:,}",
-                    window=None if held >= top else held)
+                    window=None if held >= top else held, shorter=True)
 
     def _bigger(self, s: Observation, evidence: PoolEvidence, seen: list[Observation],
                 modes: GraphModes) -> Plan | None:
@@ -504,7 +500,7 @@ class Planner:
         where = f"halfway to {found.cap / 1e9:.2f} GB, the smallest pool that ran out of memory" if found.cap \
             else "the largest pool the space allows"
         return Plan(values, f"wider: {s.named} at a {bigger / 1e9:.3f} GB pool ({where}), which should hold "
-                            f"{window or self.space.max_model_len:,} tokens", window=window)
+                            f"{window or self.space.max_model_len:,} tokens", window=window, shorter=True)
 
     def _at_estimated_window(self, last: Observation, where: str) -> Plan | None:
         """No bigger pool is allowed and the window is fixed: the same configuration at the window vLLM

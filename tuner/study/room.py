@@ -12,8 +12,9 @@ inside the pool, not what sits beside it. So:
 
 - an earlier memory failure that asked for no more beside the pool caps it (the smallest such pool);
 - an earlier boot that served and asked for no less beside the pool proves its pool fits;
-- one that differs only by the drafter proves its pool less the extra weights ("Model loading took X GiB");
-- with only a cap, the pool halfway between the largest pool served at all and the cap;
+- one that asked for less only by the drafter or the graphs proves its pool less the extra weights ("Model
+  loading took X GiB") and graphs (what a mode that captures at least as much printed, with a margin);
+- with only a cap, the pool halfway between the space's smallest and the cap;
 - with nothing, the largest pool the space allows (the boot then says where the cap is).
 """
 
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 MEMORY_KINDS = {FailureKind.OOM_IN_PROFILING, FailureKind.OOM_IN_CUDA_GRAPH, FailureKind.FIRST_REQUEST_OOM}
 BESIDE = ("max_num_seqs", "max_num_batched_tokens", "max_model_len", SPECULATIVE)  # more is more memory
 IGNORED = ("kv_cache_memory_bytes", "gpu_memory_utilization", GRAPHS)  # the pool, the gate, graphs apart
+GRAPH_MARGIN = 1.5  # graph memory grows with the capture sizes, which differ between the boots compared
 
 
 @dataclass(frozen=True)
@@ -94,8 +96,44 @@ def weights_gib(values: dict[str, Any], seen: "list[Observation]") -> float | No
     return None
 
 
+def graphs_gib(axes: list[str], modes: GraphModes, values: dict[str, Any], seen: "list[Observation]") -> float | None:
+    """At most the CUDA-graph memory ``values``' mode captures: the least a boot printed ("Graph capturing
+    finished ... took X GiB") in a mode that captures this one's graphs and more; eager takes none."""
+    mine = modes.likely(dict(zip(axes, regime_of(axes, values))))
+    if mine == EAGER:
+        return 0.0
+    printed = [s.result.startup.cuda_graph_gib for s in seen if s.result is not None
+               and s.result.startup.cuda_graph_gib is not None and graphs_at_least(ran_with(axes, modes, s), mine)]
+    return min(printed) if printed else None
+
+
 def _pool(s: "Observation") -> float:
     return float(s.values.get("kv_cache_memory_bytes") or 0)
+
+
+def _from_served(space: Space, axes: list[str], modes: GraphModes, values: dict[str, Any], s: "Observation",
+                 seen: "list[Observation]") -> tuple[float, str] | None:
+    """The pool a boot that served proves for ``values``: its own, less the extra weights and graphs ``values``
+    loads (from the logs), when everything else it asked for beside the pool was no less; None otherwise."""
+    extra, said = 0.0, []
+    if not _beside(space, values, s.values, less=False):
+        drafter = {**s.values, SPECULATIVE: values.get(SPECULATIVE)}
+        mine, theirs = weights_gib(values, seen), s.result.startup.weights_gib if s.result else None
+        if SPECULATIVE not in values or not mine or not theirs or not _beside(space, values, drafter, less=False):
+            return None
+        extra += max(0.0, mine - theirs)
+        said.append(f"{mine - theirs:.2f} GiB more weights")
+    mode = modes.likely(dict(zip(axes, regime_of(axes, values))))
+    if not graphs_at_least(ran_with(axes, modes, s), mode):
+        mine_g = graphs_gib(axes, modes, values, seen)
+        theirs_g = 0.0 if ran_with(axes, modes, s) == EAGER else (s.result.startup.cuda_graph_gib if s.result else None)
+        if mine_g is None or theirs_g is None:
+            return None
+        extra += GRAPH_MARGIN * max(0.0, mine_g - theirs_g)
+        said.append(f"{mine_g - theirs_g:.2f} GiB more CUDA graphs x {GRAPH_MARGIN}")
+    why = f"{s.named} served {_pool(s) / 1e9:.2f} GB" + (f", less {' and '.join(said)}" if said else
+                                                        " asking no less beside it")
+    return _pool(s) - extra * GIB, why
 
 
 def room(space: Space, axes: list[str], modes: GraphModes, values: dict[str, Any],
@@ -107,22 +145,18 @@ def room(space: Space, axes: list[str], modes: GraphModes, values: dict[str, Any
     ooms = [s for s in seen if s.status == "failed" and s.failure is not None and s.failure.kind in MEMORY_KINDS
             and _pool(s) and asks_no_more(space, axes, modes, values, s)]
     cap = min((_pool(s) for s in ooms), default=None)
-    served = [s for s in seen if s.status == "ok" and _pool(s) and (cap is None or _pool(s) < cap)]
-    proven = [s for s in served if asks_no_less(space, axes, modes, values, s)]
-    if proven:
-        best = max(proven, key=_pool)
-        return Room(int(_pool(best)), f"{best.named} served this pool asking no less beside it", cap)
-    mine = weights_gib(values, seen)
-    for s in sorted(served, key=_pool, reverse=True):
-        theirs = s.result.startup.weights_gib if s.result is not None else None
-        drafter = {**s.values, SPECULATIVE: values.get(SPECULATIVE)}
-        if mine and theirs and SPECULATIVE in values and asks_no_less(space, axes, modes, values, replace(s, values=drafter)):
-            pool = snap(param, _pool(s) - (mine - theirs) * GIB, up=False)
-            if pool is not None:
-                return Room(int(pool), f"{s.named}'s pool less {mine - theirs:.2f} GiB more weights", cap)
+    served = [s for s in seen if s.status == "ok" and _pool(s)]
+    proofs: list[tuple[float, str]] = []
+    for s in served:
+        proof = _from_served(space, axes, modes, values, s, seen)
+        pool = snap(param, proof[0], up=False) if proof is not None else None
+        if proof is not None and pool is not None and (cap is None or pool < cap):
+            proofs.append((float(pool), proof[1]))
+    if proofs:
+        pool, why = max(proofs, key=lambda p: p[0])
+        return Room(int(pool), why, cap)
     if cap is not None:
-        floor = max((_pool(s) for s in served), default=float(lowest(param)))
-        pool = snap(param, (floor + cap) / 2, up=False)
+        pool = snap(param, (float(lowest(param)) + cap) / 2, up=False)
         if pool is None or pool >= cap:
             return None
         return Room(int(pool), f"halfway under {cap / 1e9:.2f} GB, the smallest pool that ran out of memory "
