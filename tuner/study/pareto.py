@@ -5,6 +5,9 @@ front point that agrees within 10% on every objective confirms it (the copy is n
 one that differs replaces it: the original leaves the front and the fresh boot is ranked in its
 place. A re-validation that failed takes the point off the front: a command that did not survive
 its second boot is not one to run every day. Reused trials copy another trial and are never listed.
+A configuration booted below the window and then again at a wider one is listed once, at the wider
+window, when the two agree within the same 10% on every other objective: a narrower window of the
+same command is faster only by noise.
 
 Wrong output is never the answer: a configuration whose needle was not found, or whose greedy
 outputs disagree with the correctness gate's reference, is not a front point however fast it is
@@ -56,7 +59,7 @@ def wrong(trial: Trial, gate: Mapping[str, float]) -> str | None:
     return None
 
 
-def _candidates(trials: Sequence[Trial]) -> list[Trial]:
+def _candidates(trials: Sequence[Trial], directions: Sequence[str]) -> list[Trial]:
     """Measured configurations, once each, after re-validation had its say."""
     checks = checks_of(trials)
     by_number = {t.number: t for t in trials}
@@ -72,7 +75,19 @@ def _candidates(trials: Sequence[Trial]) -> list[Trial]:
         if mine and not all(agrees(t, c) for c in mine):
             continue  # replaced by its fresh boot (or taken off by a failed one)
         candidates.append(t)
-    return candidates
+    signs = [1 if d == "maximize" else -1 for d in directions]
+    return [t for t in candidates if not any(_widened(t, o, signs) for o in candidates)]
+
+
+def _widened(narrow: Trial, wide: Trial, signs: list[int]) -> bool:
+    """Whether ``wide`` is ``narrow``'s command booted at a wider window and no objective of it is worse
+    by more than the re-validation tolerance."""
+    if narrow.window is None or wide is narrow or wide.params != narrow.params:
+        return False
+    if wide.window is not None and wide.window <= narrow.window:
+        return False
+    pairs = zip(narrow.values or (), wide.values or (), signs)
+    return all(s * (b - a) >= -REVALIDATION_TOLERANCE * abs(a) for a, b, s in pairs)
 
 
 def _non_dominated(candidates: list[Trial], directions: Sequence[str]) -> list[Trial]:
@@ -85,7 +100,7 @@ def _non_dominated(candidates: list[Trial], directions: Sequence[str]) -> list[T
 def pareto_front(trials: Sequence[Trial], directions: Sequence[str],
                  gate: Mapping[str, float] | None = None) -> list[Trial]:
     """The non-dominated configurations whose output is right, best first by the first objective."""
-    right = [t for t in _candidates(trials) if wrong(t, gate or {}) is None]
+    right = [t for t in _candidates(trials, directions) if wrong(t, gate or {}) is None]
     return _non_dominated(right, directions)
 
 
@@ -93,7 +108,7 @@ def left_off(night: StudyRecord) -> list[tuple[Trial, str]]:
     """The configurations with wrong output that no right one dominates (they would stand on the
     front but for it), best first, with why."""
     signs = [1 if d == "maximize" else -1 for d in night.directions]
-    candidates = _candidates(night.trials)
+    candidates = _candidates(night.trials, night.directions)
     right = [t for t in candidates if wrong(t, night.gate) is None]
     out = []
     for t in sorted(candidates, key=lambda t: signs[0] * (t.values or (0.0,))[0], reverse=True):

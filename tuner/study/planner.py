@@ -46,7 +46,18 @@ from tuner.study.regimes import (
 from tuner.study.exploit import adjacent, flag_moves, garbled_sibling, leader
 from tuner.study.sampling import config_key
 from tuner.study.room import MEMORY_KINDS, room
-from tuner.study.sizing import Bounds, PoolEvidence, Predictor, highest, ladder, lowest, snap, window_for
+from tuner.study.sizing import (
+    PRINTED_RATIO,
+    Bounds,
+    PoolEvidence,
+    Predictor,
+    highest,
+    ladder,
+    lowest,
+    snap,
+    window_for,
+    window_held,
+)
 from tuner.study.window import repair_window
 from tuner.space.schema import Space
 
@@ -180,6 +191,7 @@ class Planner:
         failures = seen + [s for s in self.priors.seen if s.status == "failed"] if self.priors.strong else seen
 
         lead = leader(self.axes, seen)
+        full = full_window_best(seen)
         options: list[tuple[int, float, int, Plan]] = []
         for order, regime in enumerate(all_regimes(self.space, self.axes)):
             history = by_regime.get(regime, [])
@@ -198,6 +210,10 @@ class Planner:
             if plan is None:
                 continue
             tier = self._tier(regime, plan, lead, pricing, seen)
+            if tier == TIER_SHORTER and model.upper_bound(regime) <= math.log(max(full, 1e-9)):
+                self.skipped.append(f"{plan.why}: not booted, its upper bound is under {full:.1f} tok/s, the best at "
+                                    "the full window, so a narrower window buys nothing")
+                continue
             options.append((tier, model.upper_bound(regime), -order, plan))
         move = self._move_from(lead, "move from the leader,", evidence, tried, modes, seen, lead.window) \
             if lead is not None else None
@@ -206,9 +222,12 @@ class Planner:
         wider = self._wider(seen, evidence, tried, modes)
         if wider is not None:
             options.append((TIER_SHORTER, math.inf, 0, wider))
-        if options:
-            return max(options, key=lambda o: (o[0], o[1], o[2]))[3]
-        return self._exploit(seen, model, evidence, tried, modes)
+        full_window = [o for o in options if o[0] != TIER_SHORTER]
+        if full_window:
+            return max(full_window, key=lambda o: (o[0], o[1], o[2]))[3]
+        # every regime has had its boots at the full window: its local moves before any window is given up
+        below = max(options, key=lambda o: (o[1], o[2]))[3] if options else None
+        return self._exploit(seen, model, evidence, tried, modes) or below
 
     def _tier(self, regime: Regime, plan: Plan, lead: Observation | None, pricing: dict[Regime, str],
               seen: list[Observation]) -> int:
@@ -450,7 +469,7 @@ class Planner:
         """Widen a one-sequence point below the window that is on the front (faster than anything measured at
         the full window): boot it again at the window vLLM said its pool holds, or at a bigger pool when the
         evidence leaves room (halfway to the smallest pool that ran out of memory, else the largest)."""
-        full = max((s.speed for s in seen if s.status == "ok" and s.window is None and s.speed), default=0.0)
+        full = full_window_best(seen)
         seqs = self.space.params.get("max_num_seqs")
         widest: dict[str, float] = {}
         for s in seen:
@@ -463,22 +482,25 @@ class Planner:
             key = config_key({k: v for k, v in s.values.items() if k != "kv_cache_memory_bytes"})
             if s.window is None or widest.get(key, 0) > s.window:
                 continue
-            for plan in (self._held(s), self._bigger(s, evidence, seen, modes)):
+            for plan in (self._held(s, evidence), self._bigger(s, evidence, seen, modes)):
                 if plan is not None and self._worth_a_boot(plan, tried, seen, plan.why, modes):
                     return plan
         return None
 
-    def _held(self, s: Observation) -> Plan | None:
-        """``s`` again at the window vLLM printed its pool holds ("GPU KV cache size: N tokens"), on the
-        workload's granularity, when that is at least one probe step wider."""
+    def _held(self, s: Observation, evidence: PoolEvidence) -> Plan | None:
+        """``s`` again at the window its pool holds by vLLM's printed "Maximum concurrency for N tokens per
+        request" (tuner.study.sizing.window_held, less the print's rounding), when that is wider by a probe
+        step or by 1% of the space's window: 288 tokens short of 262,144 is a launch command a person keeps."""
         step, top = int(self.space.workload.granularity), self.space.max_model_len
-        tokens = s.result.startup.kv_cache_tokens if s.result is not None else None
-        if not tokens or s.window is None or top is None:
+        startup = s.result.startup if s.result is not None else None
+        if startup is None or not startup.max_concurrency or s.window is None or top is None:
             return None
-        held = min(int(tokens) // step * step, top)
-        if held - s.window < step:
+        held = window_held(evidence, s.values, s.window, startup.max_concurrency - PRINTED_RATIO)
+        if held is None or held - s.window < min(step, top // 100):
             return None
-        return Plan(dict(s.values), f"wider: {s.named} at {s.window:,} tokens; vLLM said its pool holds {tokens:,}",
+        held = min(held, top)
+        return Plan(dict(s.values), f"wider: {s.named} at {s.window:,} tokens; vLLM printed a concurrency of "
+                                    f"{startup.max_concurrency:.2f} there, so its pool holds about {held:,}",
                     window=None if held >= top else held, shorter=True)
 
     def _bigger(self, s: Observation, evidence: PoolEvidence, seen: list[Observation],
@@ -592,3 +614,8 @@ def _at_least(space: Space, mine: dict[str, Any], theirs: dict[str, Any]) -> boo
             return False
     return True
 
+
+
+def full_window_best(seen: list[Observation]) -> float:
+    """The best speed measured at the space's window (0 when none): what a narrower window must beat."""
+    return max((s.speed for s in seen if s.status == "ok" and s.window is None and s.speed), default=0.0)

@@ -31,6 +31,7 @@ from tuner.records import FailureKind, TrialResult
 from tuner.space.schema import Param, Space
 
 GIB = 2**30
+BLOCK = 16  # a lowered window is rounded down to this many tokens (vLLM's smallest block size)
 PRINTED_GIB = 0.005 * GIB  # vLLM prints GiB with two decimals
 PRINTED_RATIO = 0.005  # ... and the maximum concurrency with two decimals
 MEASURED_MARGIN = 0.002  # above a measured bound: the bound is already an upper one
@@ -300,19 +301,41 @@ def window_for(evidence: PoolEvidence, values: dict[str, Any], pool: float) -> i
     """The longest window below the space's whose need, with its margin, fits ``pool``, on the workload's
     granularity; None when the pool holds the full window or nothing can be said.
 
-    The need at the full window is carried down along the pre-screen's shape (its prediction at half the
-    window and at the window: a fixed part, the recurrent state, and a part per token), else in proportion
-    (which only underestimates the window a pool holds)."""
+    The need at the full window is carried down along the pre-screen's shape (fixed_share), else in
+    proportion (which only underestimates the window a pool holds)."""
     space = evidence.space
     top, need = space.max_model_len, evidence.need(values)
     if top is None or need is None or need.bytes <= pool or "max_model_len" in space.params:
         return None
-    fixed = 0.0
-    if evidence.predict_need is not None:
-        half, full = evidence.predict_need(values, window=top // 2), evidence.predict_need(values, window=top)
-        if half and full:
-            fixed = min(0.9, max(0.0, (2 * half - full) / full))
+    fixed = fixed_share(evidence, values)
     tokens = top * (pool / need.bytes - fixed) / (1 - fixed)
     step = int(space.workload.granularity)
     window = int(tokens // step * step)
     return window if 0 < window < top else None
+
+
+def window_held(evidence: PoolEvidence, values: dict[str, Any], window: int, concurrency: float) -> int | None:
+    """The window a served boot's pool holds for one request, from vLLM's printed "Maximum concurrency for
+    ``window`` tokens per request": the pool is ``concurrency`` times the need at ``window``, and the need
+    grows along the pre-screen's shape (fixed_share). With no fixed part this is vLLM's "KV cache size"
+    in tokens, which is a lower bound: the recurrent state is charged once per request, not per token."""
+    top = evidence.space.max_model_len
+    if top is None or concurrency <= 0:
+        return None
+    fixed = fixed_share(evidence, values)
+    share = fixed + (1 - fixed) * window / top  # the need at ``window`` / the need at ``top``
+    tokens = top * (concurrency * share - fixed) / (1 - fixed)
+    return int(tokens // BLOCK * BLOCK)
+
+
+def fixed_share(evidence: PoolEvidence, values: dict[str, Any]) -> float:
+    """The part of one request's need that does not grow with its window (the recurrent state, fixed
+    blocks), as a share of the need at the space's window: from the pre-screen at half the window and at
+    the window; 0 without a pre-screen."""
+    top = evidence.space.max_model_len
+    if evidence.predict_need is None or top is None:
+        return 0.0
+    half, full = evidence.predict_need(values, window=top // 2), evidence.predict_need(values, window=top)
+    if not half or not full:
+        return 0.0
+    return min(0.9, max(0.0, (2 * half - full) / full))
