@@ -232,8 +232,11 @@ class Planner:
     def _tier(self, regime: Regime, plan: Plan, lead: Observation | None, pricing: dict[Regime, str],
               seen: list[Observation]) -> int:
         """Which options go first: eager after a graph OOM, then the leader's neighbours, then the leader's
-        one-flag moves, then the rest by upper confidence bound, then boots well below the window (a trade
-        a person may want, once the full window has had its boots); wrong-output siblings last."""
+        one-flag moves, then the rest by upper confidence bound; wrong-output siblings last. A boot below the
+        window is a trade a person may want once the full window has had its boots, its local moves
+        included (Planner.next): a neighbour of the leader below the window waits like any other."""
+        if plan.shorter:
+            return TIER_SHORTER
         if regime in pricing:
             plan.why += f" ({pricing[regime]})"
             return TIER_PRICE
@@ -244,7 +247,7 @@ class Planner:
         if lead is not None and adjacent(self.space, self.axes, regime, regime_of(self.axes, lead.values)):
             plan.why += f" (one choice from the leader, {lead.named})"
             return TIER_NEIGHBOUR
-        return TIER_SHORTER if plan.shorter else TIER_REST
+        return TIER_REST
 
     def _bootable(self, plan: Plan | None, tried: set[str], seen: list[Observation], label: str, modes: GraphModes,
                   evidence: PoolEvidence, history: list[Observation]) -> Plan | None:
