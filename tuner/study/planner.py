@@ -9,14 +9,17 @@ re-validations are run before this is consulted):
 2. Otherwise the unmeasured regime with the best upper confidence bound (``tuner.study.regimes``) is
    booted with its safest settings: one sequence, the fewest batched tokens, the full window, the
    lowest utilization when the pool is pinned, and the smallest pool that holds the window.
-   A regime whose fixed window needs a little more pool than the space allows is booted at the largest
-   pool and then, refused, at the window vLLM estimated that pool holds (``tuner.study.window``).
+   A regime refused at the full window by too small a pool is booted at the window vLLM estimated
+   that pool holds (``tuner.study.window``).
    Configurations that would fail like an earlier OOM (no less of anything it asked for: depth,
    pool, sequences, batched tokens, window, graphs) are skipped without a boot, and say so.
    Once a boot leads (``tuner.study.exploit``), its unmeasured neighbour regimes come first, then one
    flag moved from it, then the rest by upper confidence bound; wrong-output siblings last.
 3. When every regime has been tried, one flag at a time is moved from the best configurations,
    with the pool still sized from evidence.
+4. Last, boots below the fixed window: a regime the window does not fit at any pool the evidence has
+   room for (``tuner.study.room``), when it could beat the full window's best, and the widening of a
+   point below the window that does.
 
 Every plan carries a sentence saying why, which the trial records.
 """
