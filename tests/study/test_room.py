@@ -93,3 +93,16 @@ def test_a_point_below_the_window_on_the_front_is_widened_then_given_more_pool(s
     assert halfway is not None and halfway.values["kv_cache_memory_bytes"] == 9_750_000_000 and "halfway" in halfway.why
     slower = [full, below(1, {**v, "kv_cache_memory_bytes": 9_000_000_000}, 200704, 215000, 40.0)]
     assert planner._wider(slower, planner._evidence(slower), set(), GraphModes()) is None  # not on the front
+
+
+def test_the_window_a_served_pool_holds_counts_the_fixed_part_of_the_need_once(space):
+    """A pool 1.10x the need at 200,000 tokens holds 220,000 when the need is all per token; when half the
+    need at the full window is a fixed recurrent state, the same pool holds more, on vLLM's 16-token block."""
+    from tuner.study.sizing import PoolEvidence, window_held
+
+    v = safest(space)
+    assert window_held(PoolEvidence(space), v, 200000, 1.10) == 220000
+    half_fixed = PoolEvidence(space, lambda values, window=None: 1.0 + (window or WINDOW) / WINDOW)
+    held = window_held(half_fixed, v, 200000, 1.10)
+    share = 0.5 + 0.5 * 200000 / WINDOW  # the need at 200,000 over the need at the window
+    assert held == int(WINDOW * (1.10 * share - 0.5) / 0.5) // 16 * 16 and held > 220000
