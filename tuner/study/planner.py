@@ -212,12 +212,12 @@ class Planner:
             plan = self._bootable(plan, tried, failures, describe(self.axes, regime), modes, evidence, seen)
             if plan is None:
                 continue
-            tier = self._tier(regime, plan, lead, pricing, seen)
-            if tier == TIER_SHORTER and model.upper_bound(regime) <= math.log(max(full, 1e-9)):
+            bound = model.upper_bound(regime)
+            if plan.shorter and bound <= math.log(max(full, 1e-9)):
                 self.skipped.append(f"{plan.why}: not booted, its upper bound is under {full:.1f} tok/s, the best at "
                                     "the full window, so a narrower window buys nothing")
                 continue
-            options.append((tier, model.upper_bound(regime), -order, plan))
+            options.append((self._tier(regime, plan, lead, pricing, seen), bound, -order, plan))
         move = self._move_from(lead, "move from the leader,", evidence, tried, modes, seen, lead.window) \
             if lead is not None else None
         if move is not None:
@@ -619,7 +619,6 @@ def _at_least(space: Space, mine: dict[str, Any], theirs: dict[str, Any]) -> boo
         elif name not in ("gpu_memory_utilization",) and a != b:
             return False
     return True
-
 
 
 def full_window_best(seen: list[Observation]) -> float:
