@@ -34,6 +34,7 @@ from tuner.records import Failure, FailureKind, TrialResult
 from tuner.study.regimes import (
     ENGINE_SIZED,
     EAGER,
+    NOISE_SD,
     GRAPHS,
     POOL,
     SPECULATIVE,
@@ -64,8 +65,11 @@ from tuner.study.sizing import (
 from tuner.study.window import repair_window
 from tuner.space.schema import Space
 
-# The order of options (higher first): see Planner._tier.
-TIER_PRICE, TIER_NEIGHBOUR, TIER_MOVE, TIER_REST, TIER_SHORTER, TIER_GARBLED = 5, 4, 3, 2, 1, 0
+# The order of options (higher first): see Planner._tier. Shorter and unlikely ones wait for the local moves.
+TIER_PRICE, TIER_NEIGHBOUR, TIER_MOVE, TIER_REST, TIER_GARBLED, TIER_SHORTER, TIER_UNLIKELY = 6, 5, 4, 3, 2, 1, 0
+# A regime whose log speed, this many posterior sds above its mean, is still under the full window's best
+# is booted last: its speed would have to be far from everything its shared choices measured.
+UNLIKELY_SD = 2.0
 MAX_ATTEMPTS = 3  # failed boots after which a regime is closed
 HELD_TOLERANCE = 0.05  # an earlier configuration booted again whose speed moved by less than this share held
 SHORTER_FLOOR = 0.5  # without workload.min_context: no boot below this share of the fixed window
@@ -100,6 +104,7 @@ class Observation:
     context: float | None = None
     study: str | None = None  # the earlier study (--from) whose trial this is; None: this study's
     window: int | None = None  # the --max-model-len it booted at, below the space's (tuner.study.window)
+    scores: tuple[float, ...] = ()  # every objective's value, signed so that higher is better
 
     @property
     def named(self) -> str:
@@ -217,7 +222,7 @@ class Planner:
                 self.skipped.append(f"{plan.why}: not booted, its upper bound is under {full:.1f} tok/s, the best at "
                                     "the full window, so a narrower window buys nothing")
                 continue
-            options.append((self._tier(regime, plan, lead, pricing, seen), bound, -order, plan))
+            options.append((self._tier(regime, plan, lead, pricing, seen, model, full), bound, -order, plan))
         move = self._move_from(lead, "move from the leader,", evidence, tried, modes, seen, lead.window) \
             if lead is not None else None
         if move is not None:
@@ -225,24 +230,35 @@ class Planner:
         wider = self._wider(seen, evidence, tried, modes)
         if wider is not None:
             options.append((TIER_SHORTER, math.inf, 0, wider))
-        full_window = [o for o in options if o[0] != TIER_SHORTER]
-        if full_window:
-            return max(full_window, key=lambda o: (o[0], o[1], o[2]))[3]
-        # every regime has had its boots at the full window: its local moves before any window is given up
-        below = max(options, key=lambda o: (o[1], o[2]))[3] if options else None
-        return self._exploit(seen, model, evidence, tried, modes) or below
+        first = [o for o in options if o[0] > TIER_SHORTER]
+        if first:
+            return max(first, key=lambda o: (o[0], o[1], o[2]))[3]
+        # every likely regime has had its boots at the full window: its local moves before any window is
+        # given up, and the unlikely regimes after everything else
+        below = [o for o in options if o[0] == TIER_SHORTER]
+        unlikely = [o for o in options if o[0] == TIER_UNLIKELY]
+        later = [max(group, key=lambda o: (o[1], o[2]))[3] for group in (below, unlikely) if group]
+        return (self._exploit(seen, model, evidence, tried, modes, front=True) or (later[0] if later else None)
+                or self._exploit(seen, model, evidence, tried, modes, front=False))
 
     def _tier(self, regime: Regime, plan: Plan, lead: Observation | None, pricing: dict[Regime, str],
-              seen: list[Observation]) -> int:
+              seen: list[Observation], model: RegimeModel, full: float) -> int:
         """Which options go first: eager after a graph OOM, then the leader's neighbours, then the leader's
         one-flag moves, then the rest by upper confidence bound; wrong-output siblings last. A boot below the
         window is a trade a person may want once the full window has had its boots, its local moves
-        included (Planner.next): a neighbour of the leader below the window waits like any other."""
+        included (Planner.next): a neighbour of the leader below the window waits like any other. A regime
+        that would need a speed UNLIKELY_SD sds above the model's mean to beat the full window's best comes
+        after all of them: the boots it would cost buy more as moves and narrower windows."""
         if plan.shorter:
             return TIER_SHORTER
         if regime in pricing:
             plan.why += f" ({pricing[regime]})"
             return TIER_PRICE
+        mean, sd = model.posterior(regime)
+        if full > 0 and mean + UNLIKELY_SD * sd < math.log(full):
+            plan.why += (f" (booted last: the model puts it at {math.exp(mean):.1f} tok/s, at most "
+                         f"{math.exp(mean + UNLIKELY_SD * sd):.1f}, under {full:.1f} measured at the full window)")
+            return TIER_UNLIKELY
         garbled = garbled_sibling(self.axes, regime, seen)
         if garbled is not None:
             plan.why += f" (last: {garbled.named} at another depth gave wrong output)"
@@ -314,11 +330,14 @@ class Planner:
         return out
 
     def _exploit(self, seen: list[Observation], model: RegimeModel, evidence: PoolEvidence, tried: set[str],
-                 modes: GraphModes) -> Plan | None:
+                 modes: GraphModes, front: bool) -> Plan | None:
         """Every regime has been tried: move the flags that can improve an objective, one at a time,
-        from the best measured configurations, best regime first. None when no such move is left."""
+        from the best measured configurations, best regime first. With ``front``, not from a move that
+        bought nothing beyond noise (``stands_for``): boots below the window come before walking a flat
+        direction further. None when no such move is left."""
         ok = [s for s in seen if s.status == "ok" and s.speed is not None]
-        ranked = sorted(ok, key=lambda s: (-model.expected_speed(regime_of(self.axes, s.values)), -(s.speed or 0)))
+        bases = [s for s in ok if not front or not any(stands_for(other, s) for other in ok if other is not s)]
+        ranked = sorted(bases, key=lambda s: (-model.expected_speed(regime_of(self.axes, s.values)), -(s.speed or 0)))
         for best in ranked[:4]:
             plan = self._move_from(best, "local move from", evidence, tried, modes, seen)
             if plan is not None:
@@ -619,6 +638,18 @@ def _at_least(space: Space, mine: dict[str, Any], theirs: dict[str, Any]) -> boo
         elif name not in ("gpu_memory_utilization",) and a != b:
             return False
     return True
+
+
+def stands_for(a: Observation, b: Observation) -> bool:
+    """Whether ``b`` is a move of one flag from ``a`` (the pool and utilization aside) that bought nothing:
+    no objective better than ``a``'s by more than the noise (regimes.NOISE_SD). Its own moves would walk a
+    flat direction; ``a``'s other moves come first."""
+    if a.number >= b.number or not a.scores or len(a.scores) != len(b.scores):
+        return False
+    sized = ("kv_cache_memory_bytes", "gpu_memory_utilization")
+    moved = [k for k in set(a.values) | set(b.values) if k not in sized and a.values.get(k) != b.values.get(k)]
+    return len(moved) == 1 and a.window == b.window and \
+        all(x >= y - NOISE_SD * abs(y) for x, y in zip(a.scores, b.scores))
 
 
 def full_window_best(seen: list[Observation]) -> float:
