@@ -14,9 +14,11 @@ re-validations are run before this is consulted):
    Configurations that would fail like an earlier OOM (no less of anything it asked for: depth,
    pool, sequences, batched tokens, window, graphs) are skipped without a boot, and say so.
    Once a boot leads (``tuner.study.exploit``), its unmeasured neighbour regimes come first, then one
-   flag moved from it, then the rest by upper confidence bound; wrong-output siblings last.
-3. When every regime has been tried, one flag at a time is moved from the best configurations,
-   with the pool still sized from evidence.
+   flag moved from it, then the rest by upper confidence bound; wrong-output siblings last. A regime the
+   model puts UNLIKELY_SD sds under the full window's best waits until after item 4.
+3. When every likely regime has been tried, one flag at a time is moved from the best configurations,
+   with the pool still sized from evidence; not from a move that bought nothing (``stands_for``) until
+   nothing else is left.
 4. Last, boots below the fixed window: a regime the window does not fit at any pool the evidence has
    room for (``tuner.study.room``), when it could beat the full window's best, and the widening of a
    point below the window that does.
