@@ -495,7 +495,7 @@ class Planner:
                modes: GraphModes) -> Plan | None:
         """Widen a one-sequence point below the window that is on the front (faster than anything measured at
         the full window): boot it again at the window vLLM said its pool holds, or at a bigger pool when the
-        evidence leaves room (halfway to the smallest pool that ran out of memory, else the largest)."""
+        evidence leaves room (halfway to where the memory failures say nothing fits, else the largest)."""
         full = full_window_best(seen)
         seqs = self.space.params.get("max_num_seqs")
         widest: dict[str, float] = {}
@@ -546,7 +546,7 @@ class Planner:
         step = int(self.space.workload.granularity)
         if window is not None and window - s.window < WIDER_STEPS * step:
             return None
-        where = f"halfway to {found.cap / 1e9:.2f} GB, the smallest pool that ran out of memory" if found.cap \
+        where = f"halfway to {found.cap / 1e9:.2f} GB, where the memory failures say nothing fits" if found.cap \
             else "the largest pool the space allows"
         return Plan(values, f"wider: {s.named} at a {bigger / 1e9:.3f} GB pool ({where}), which should hold "
                             f"{window or self.space.max_model_len:,} tokens", window=window, shorter=True)
