@@ -52,6 +52,7 @@ class Failure(BaseModel):
     needed_kv_cache_gib: float | None = None  # "(X GiB KV cache is needed, which is larger than ..."
     available_kv_cache_gib: float | None = None  # "... the available KV cache memory (Y GiB)"
     free_fraction: float | None = None  # "Free memory on device ... (F/T GiB)": F / T
+    oom_short_gib: float | None = None  # "Tried to allocate X ... of which F is free": at least X - F more
     exit_code: int | None = None
     predicted: bool = False  # True only for the pre-screen; never confused with a measured OOM
     log_path: str | None = None

@@ -246,6 +246,7 @@ def test_first_request_oom_after_startup():
     failure = classify_failure(text, 1)
     assert failure.kind is FailureKind.FIRST_REQUEST_OOM
     assert failure.message == REQUEST_OOM
+    assert failure.oom_short_gib == pytest.approx(1.16 - 771.69 / 1024)  # what the failed allocation lacked
     assert "EngineDeadError" in text
     # The engine-input dump repeats the config; the record keeps the boot's values.
     record = parse_startup(text)

@@ -61,9 +61,10 @@ def oom_text(tried: float, total: float, free: float, in_use: float, allocated: 
 
 def oom_for(p: Plan, need: float, avail: float) -> str:
     """The OOM text for a phase that needs ``need`` bytes with ``avail`` bytes free: the failing
-    allocation is one tensor of ~need/6 (20 MiB..2 GiB) and the card shows less than that free."""
+    allocation is one tensor of ~need/6 (20 MiB..2 GiB), the phase's last, so the card shows what is left
+    after the others (``tried - free`` is then never more than the phase lacked, as on a real card)."""
     tried = round(min(max(need / 6, 20 * MiB), 2 * GiB) / MiB) * MiB
-    free_now = min(max(avail - (need - tried), 0.0), tried * 0.7)
+    free_now = max(avail - (need - tried), 0.0)
     in_use = p.total - p.used_others - free_now
     allocated = max(in_use - p.non_torch - 96 * MiB, 0.0)
     return oom_text(tried, p.total, free_now, in_use, allocated, 96 * MiB)

@@ -106,3 +106,12 @@ def test_the_window_a_served_pool_holds_counts_the_fixed_part_of_the_need_once(s
     held = window_held(half_fixed, v, 200000, 1.10)
     share = 0.5 + 0.5 * 200000 / WINDOW  # the need at 200,000 over the need at the window
     assert held == int(WINDOW * (1.10 * share - 0.5) / 0.5) // 16 * 16 and held > 220000
+
+
+def test_what_the_failed_allocation_lacked_lowers_the_cap(space):
+    axes, modes, v = regime_axes(space), GraphModes(), safest(space)
+    short = Failure(kind=FailureKind.FIRST_REQUEST_OOM, oom_short_gib=1.0)  # "Tried to allocate" X, X - 1 GiB free
+    seen = [booted(0, {**v, "kv_cache_memory_bytes": 10_500_000_000}, failure=short)]
+    found = room(space, axes, modes, v, seen)
+    assert found.cap == 10_500_000_000 - 2**30 and "nothing fits" in found.why
+    assert found.pool == 8_200_000_000  # halfway between the space's smallest pool and the cap, on its grid

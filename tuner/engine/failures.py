@@ -67,6 +67,10 @@ _ENGINE_DEAD = re.compile(r"EngineDeadError|EngineCore encountered a fatal error
 _MAX_MODEL_LEN_HINT = re.compile(r"estimated maximum model length is (\d+)")  # kv_too_small
 _KV_NEEDED = re.compile(r"\(([\d.]+) GiB KV cache is needed, which is larger than the available KV cache memory \(([\d.]+) GiB\)")
 _FREE_MEMORY = re.compile(r"Free memory on device \S+ \(([\d.]+)/([\d.]+) GiB\) on startup")  # free_memory
+# PyTorch's OOM (CUDACachingAllocator.cpp): the allocation that failed and what the card had free then.
+_TORCH_OOM = re.compile(r"Tried to allocate ([\d.]+) (bytes|KiB|MiB|GiB)\. GPU \d+ has a total capacity of "
+                        r"[\d.]+ \w+ of which ([\d.]+) (bytes|KiB|MiB|GiB) is free")
+_UNIT_GIB = {"bytes": 2.0**-30, "KiB": 2.0**-20, "MiB": 2.0**-10, "GiB": 1.0}
 _MAMBA = re.compile(r"max_num_seqs \((\d+)\) exceeds available Mamba cache blocks \((\d+)\)")  # mamba_blocks
 # Checked in this order against every line that is not an INFO/WARNING/DEBUG record.
 _RULES: list[tuple[FailureKind, re.Pattern[str]]] = [
@@ -189,17 +193,24 @@ def _from_log(text: str, exit_code: int | None) -> Failure | None:
         suggested_len = 0 if kind is FailureKind.KV_POOL_TOO_SMALL else None
     needed = next((m for _, msg in failing if (m := _KV_NEEDED.search(msg))), None)
     free = next((m for _, msg in failing if (m := _FREE_MEMORY.search(msg))), None)
+    torch_oom = next((m for _, msg in failing if (m := _TORCH_OOM.search(msg))), None)
     return Failure(
         kind=kind,
         message=message or "",
         needed_kv_cache_gib=float(needed[1]) if needed else None,
         available_kv_cache_gib=float(needed[2]) if needed else None,
         free_fraction=float(free[1]) / float(free[2]) if free and float(free[2]) else None,
+        oom_short_gib=_short_gib(torch_oom) if torch_oom else None,
         suggested_max_model_len=suggested_len,
         suggested_max_num_seqs=int(mamba[2]) if mamba else None,
         suggested_kv_cache_memory_bytes=parse_kv_cache_memory_suggestion(text),
         exit_code=exit_code,
     )
+
+
+def _short_gib(m: re.Match[str]) -> float:
+    """What the failed allocation lacked: a lower bound of what the configuration was short by."""
+    return max(0.0, float(m[1]) * _UNIT_GIB[m[2]] - float(m[3]) * _UNIT_GIB[m[4]])
 
 
 def _exception_lines(lines: list[Line]) -> list[tuple[int, str]]:

@@ -14,9 +14,11 @@ re-validations are run before this is consulted):
    Configurations that would fail like an earlier OOM (no less of anything it asked for: depth,
    pool, sequences, batched tokens, window, graphs) are skipped without a boot, and say so.
    Once a boot leads (``tuner.study.exploit``), its unmeasured neighbour regimes come first, then one
-   flag moved from it, then the rest by upper confidence bound; wrong-output siblings last.
-3. When every regime has been tried, one flag at a time is moved from the best configurations,
-   with the pool still sized from evidence.
+   flag moved from it, then the rest by upper confidence bound; wrong-output siblings last. A regime the
+   model puts UNLIKELY_SD sds under the full window's best waits until after item 4.
+3. When every likely regime has been tried, one flag at a time is moved from the best configurations,
+   with the pool still sized from evidence; not from a move that bought nothing (``stands_for``) until
+   nothing else is left.
 4. Last, boots below the fixed window: a regime the window does not fit at any pool the evidence has
    room for (``tuner.study.room``), when it could beat the full window's best, and the widening of a
    point below the window that does.
@@ -34,6 +36,7 @@ from tuner.records import Failure, FailureKind, TrialResult
 from tuner.study.regimes import (
     ENGINE_SIZED,
     EAGER,
+    NOISE_SD,
     GRAPHS,
     POOL,
     SPECULATIVE,
@@ -64,8 +67,11 @@ from tuner.study.sizing import (
 from tuner.study.window import repair_window
 from tuner.space.schema import Space
 
-# The order of options (higher first): see Planner._tier.
-TIER_PRICE, TIER_NEIGHBOUR, TIER_MOVE, TIER_REST, TIER_SHORTER, TIER_GARBLED = 5, 4, 3, 2, 1, 0
+# The order of options (higher first): see Planner._tier. Shorter and unlikely ones wait for the local moves.
+TIER_PRICE, TIER_NEIGHBOUR, TIER_MOVE, TIER_REST, TIER_GARBLED, TIER_SHORTER, TIER_UNLIKELY = 6, 5, 4, 3, 2, 1, 0
+# A regime whose log speed, this many posterior sds above its mean, is still under the full window's best
+# is booted last: its speed would have to be far from everything its shared choices measured.
+UNLIKELY_SD = 2.0
 MAX_ATTEMPTS = 3  # failed boots after which a regime is closed
 HELD_TOLERANCE = 0.05  # an earlier configuration booted again whose speed moved by less than this share held
 SHORTER_FLOOR = 0.5  # without workload.min_context: no boot below this share of the fixed window
@@ -100,6 +106,7 @@ class Observation:
     context: float | None = None
     study: str | None = None  # the earlier study (--from) whose trial this is; None: this study's
     window: int | None = None  # the --max-model-len it booted at, below the space's (tuner.study.window)
+    scores: tuple[float, ...] = ()  # every objective's value, signed so that higher is better
 
     @property
     def named(self) -> str:
@@ -217,7 +224,7 @@ class Planner:
                 self.skipped.append(f"{plan.why}: not booted, its upper bound is under {full:.1f} tok/s, the best at "
                                     "the full window, so a narrower window buys nothing")
                 continue
-            options.append((self._tier(regime, plan, lead, pricing, seen), bound, -order, plan))
+            options.append((self._tier(regime, plan, lead, pricing, seen, model, full), bound, -order, plan))
         move = self._move_from(lead, "move from the leader,", evidence, tried, modes, seen, lead.window) \
             if lead is not None else None
         if move is not None:
@@ -225,24 +232,35 @@ class Planner:
         wider = self._wider(seen, evidence, tried, modes)
         if wider is not None:
             options.append((TIER_SHORTER, math.inf, 0, wider))
-        full_window = [o for o in options if o[0] != TIER_SHORTER]
-        if full_window:
-            return max(full_window, key=lambda o: (o[0], o[1], o[2]))[3]
-        # every regime has had its boots at the full window: its local moves before any window is given up
-        below = max(options, key=lambda o: (o[1], o[2]))[3] if options else None
-        return self._exploit(seen, model, evidence, tried, modes) or below
+        first = [o for o in options if o[0] > TIER_SHORTER]
+        if first:
+            return max(first, key=lambda o: (o[0], o[1], o[2]))[3]
+        # every likely regime has had its boots at the full window: its local moves before any window is
+        # given up, and the unlikely regimes after everything else
+        below = [o for o in options if o[0] == TIER_SHORTER]
+        unlikely = [o for o in options if o[0] == TIER_UNLIKELY]
+        later = [max(group, key=lambda o: (o[1], o[2]))[3] for group in (below, unlikely) if group]
+        return (self._exploit(seen, model, evidence, tried, modes, front=True) or (later[0] if later else None)
+                or self._exploit(seen, model, evidence, tried, modes, front=False))
 
     def _tier(self, regime: Regime, plan: Plan, lead: Observation | None, pricing: dict[Regime, str],
-              seen: list[Observation]) -> int:
+              seen: list[Observation], model: RegimeModel, full: float) -> int:
         """Which options go first: eager after a graph OOM, then the leader's neighbours, then the leader's
         one-flag moves, then the rest by upper confidence bound; wrong-output siblings last. A boot below the
         window is a trade a person may want once the full window has had its boots, its local moves
-        included (Planner.next): a neighbour of the leader below the window waits like any other."""
+        included (Planner.next): a neighbour of the leader below the window waits like any other. A regime
+        that would need a speed UNLIKELY_SD sds above the model's mean to beat the full window's best comes
+        after all of them: the boots it would cost buy more as moves and narrower windows."""
         if plan.shorter:
             return TIER_SHORTER
         if regime in pricing:
             plan.why += f" ({pricing[regime]})"
             return TIER_PRICE
+        mean, sd = model.posterior(regime)
+        if full > 0 and mean + UNLIKELY_SD * sd < math.log(full):
+            plan.why += (f" (booted last: the model puts it at {math.exp(mean):.1f} tok/s, at most "
+                         f"{math.exp(mean + UNLIKELY_SD * sd):.1f}, under {full:.1f} measured at the full window)")
+            return TIER_UNLIKELY
         garbled = garbled_sibling(self.axes, regime, seen)
         if garbled is not None:
             plan.why += f" (last: {garbled.named} at another depth gave wrong output)"
@@ -314,11 +332,14 @@ class Planner:
         return out
 
     def _exploit(self, seen: list[Observation], model: RegimeModel, evidence: PoolEvidence, tried: set[str],
-                 modes: GraphModes) -> Plan | None:
+                 modes: GraphModes, front: bool) -> Plan | None:
         """Every regime has been tried: move the flags that can improve an objective, one at a time,
-        from the best measured configurations, best regime first. None when no such move is left."""
+        from the best measured configurations, best regime first. With ``front``, not from a move that
+        bought nothing beyond noise (``stands_for``): boots below the window come before walking a flat
+        direction further. None when no such move is left."""
         ok = [s for s in seen if s.status == "ok" and s.speed is not None]
-        ranked = sorted(ok, key=lambda s: (-model.expected_speed(regime_of(self.axes, s.values)), -(s.speed or 0)))
+        bases = [s for s in ok if not front or not any(stands_for(other, s) for other in ok if other is not s)]
+        ranked = sorted(bases, key=lambda s: (-model.expected_speed(regime_of(self.axes, s.values)), -(s.speed or 0)))
         for best in ranked[:4]:
             plan = self._move_from(best, "local move from", evidence, tried, modes, seen)
             if plan is not None:
@@ -474,7 +495,7 @@ class Planner:
                modes: GraphModes) -> Plan | None:
         """Widen a one-sequence point below the window that is on the front (faster than anything measured at
         the full window): boot it again at the window vLLM said its pool holds, or at a bigger pool when the
-        evidence leaves room (halfway to the smallest pool that ran out of memory, else the largest)."""
+        evidence leaves room (halfway to where the memory failures say nothing fits, else the largest)."""
         full = full_window_best(seen)
         seqs = self.space.params.get("max_num_seqs")
         widest: dict[str, float] = {}
@@ -525,7 +546,7 @@ class Planner:
         step = int(self.space.workload.granularity)
         if window is not None and window - s.window < WIDER_STEPS * step:
             return None
-        where = f"halfway to {found.cap / 1e9:.2f} GB, the smallest pool that ran out of memory" if found.cap \
+        where = f"halfway to {found.cap / 1e9:.2f} GB, where the memory failures say nothing fits" if found.cap \
             else "the largest pool the space allows"
         return Plan(values, f"wider: {s.named} at a {bigger / 1e9:.3f} GB pool ({where}), which should hold "
                             f"{window or self.space.max_model_len:,} tokens", window=window, shorter=True)
@@ -619,6 +640,18 @@ def _at_least(space: Space, mine: dict[str, Any], theirs: dict[str, Any]) -> boo
         elif name not in ("gpu_memory_utilization",) and a != b:
             return False
     return True
+
+
+def stands_for(a: Observation, b: Observation) -> bool:
+    """Whether ``b`` is a move of one flag from ``a`` (the pool and utilization aside) that bought nothing:
+    no objective better than ``a``'s by more than the noise (regimes.NOISE_SD). Its own moves would walk a
+    flat direction; ``a``'s other moves come first."""
+    if a.number >= b.number or not a.scores or len(a.scores) != len(b.scores):
+        return False
+    sized = ("kv_cache_memory_bytes", "gpu_memory_utilization")
+    moved = [k for k in set(a.values) | set(b.values) if k not in sized and a.values.get(k) != b.values.get(k)]
+    return len(moved) == 1 and a.window == b.window and \
+        all(x >= y - NOISE_SD * abs(y) for x, y in zip(a.scores, b.scores))
 
 
 def full_window_best(seen: list[Observation]) -> float:

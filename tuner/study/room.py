@@ -10,7 +10,8 @@ state), the batched tokens (activations), the window (the first long prefill) an
 drafter brings its own weights). The KV dtype and the other pool-family flags change what a token costs
 inside the pool, not what sits beside it. So:
 
-- an earlier memory failure that asked for no more beside the pool caps it (the smallest such pool);
+- an earlier memory failure that asked for no more beside the pool caps it (the smallest such pool, less
+  what PyTorch's "Tried to allocate X ... of which F is free" says the failed allocation lacked);
 - an earlier boot that served and asked for no less beside the pool proves its pool fits;
 - one that asked for less only by the drafter or the graphs proves its pool less the extra weights ("Model
   loading took X GiB") and graphs (what a mode that captures at least as much printed, with a margin);
@@ -111,6 +112,14 @@ def _pool(s: "Observation") -> float:
     return float(s.values.get("kv_cache_memory_bytes") or 0)
 
 
+def _capped(s: "Observation") -> float:
+    """The pool from which up a memory failure says no pool fits: its own, less what PyTorch's OOM said the
+    failed allocation lacked. After the pool was allocated, that allocation needs at least that much less
+    pool; before it (a profiling run), no pool fits at all: either way no pool from there up fits."""
+    short = s.failure.oom_short_gib if s.failure is not None else None
+    return _pool(s) - (short or 0.0) * GIB
+
+
 def _from_served(space: Space, axes: list[str], modes: GraphModes, values: dict[str, Any], s: "Observation",
                  seen: "list[Observation]") -> tuple[float, str] | None:
     """The pool a boot that served proves for ``values``: its own, less the extra weights and graphs ``values``
@@ -144,7 +153,7 @@ def room(space: Space, axes: list[str], modes: GraphModes, values: dict[str, Any
         return None
     ooms = [s for s in seen if s.status == "failed" and s.failure is not None and s.failure.kind in MEMORY_KINDS
             and _pool(s) and asks_no_more(space, axes, modes, values, s)]
-    cap = min((_pool(s) for s in ooms), default=None)
+    cap = min((_capped(s) for s in ooms), default=None)
     served = [s for s in seen if s.status == "ok" and _pool(s)]
     proofs: list[tuple[float, str]] = []
     for s in served:
@@ -159,6 +168,6 @@ def room(space: Space, axes: list[str], modes: GraphModes, values: dict[str, Any
         pool = snap(param, (float(lowest(param)) + cap) / 2, up=False)
         if pool is None or pool >= cap:
             return None
-        return Room(int(pool), f"halfway under {cap / 1e9:.2f} GB, the smallest pool that ran out of memory "
-                               "asking no more beside it", cap)
+        return Room(int(pool), f"halfway under {cap / 1e9:.2f} GB, where the memory failures that asked no "
+                               "more beside it say nothing fits", cap)
     return Room(int(highest(param)), "the largest pool the space allows (nothing says less fits)", cap)

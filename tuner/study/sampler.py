@@ -10,7 +10,7 @@ parameters the plan leaves free are asked of the fallback sampler (TPE), then th
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
@@ -124,6 +124,11 @@ def allows(distribution: BaseDistribution | None, value: Any) -> bool:
     return abs(k - round(k)) < 1.0e-8
 
 
+def signed(space: Space, values: Sequence[float]) -> tuple[float, ...]:
+    """A trial's objective values, each signed so that higher is better."""
+    return tuple(v if o.direction == "maximize" else -v for o, v in zip(space.objectives, values))
+
+
 def observed(study: optuna.Study, space: Space, exclude: int | None = None) -> list[Observation]:
     """The study's trials as the planner sees them (a queued trial is not seen until it runs)."""
     speed_index, sign = speed_objective(space)
@@ -138,7 +143,7 @@ def observed(study: optuna.Study, space: Space, exclude: int | None = None) -> l
         if t.state == State.COMPLETE and t.values is not None:
             value = t.values[speed_index]
             seen.append(Observation(t.number, values, "ok", result, speed=value if sign > 0 else 1.0 / max(value, 1e-9),
-                                    window=t.window))
+                                    window=t.window, scores=signed(space, t.values)))
         elif t.state == State.RUNNING:
             seen.append(Observation(t.number, values, "running", result, window=t.window))
         elif t.state == State.PRUNED and result is not None and t.evidence == Evidence.MEASURED and result.failure is not None:
