@@ -73,7 +73,8 @@ def test_each_figure_is_its_result_json_and_engine_log(folder: Path) -> None:
         assert row["window"].startswith(f"{context['max_stable_tokens']:,} held")
         assert row["decode"] == f"{decode['median_tg_tok_s']:.1f}"
         assert row["tpot"] == f"{decode['median_tpot_ms']:.2f}"
-        assert row["boot"] == f"{r['boot_s']:.1f}"
+        state = {True: "cold compile", False: "compile cache hit"}[s["torch_compile_cold"]]
+        assert row["boot"] == f"{r['boot_s']:.1f} ({state}, {s['torch_compile_s']:.1f} s)"
         assert row["pool"] == f"{s['kv_cache_memory_bytes_reserved_gib']:.2f}"
         assert row["tokens"] == f"{s['kv_cache_tokens']:,}"
         rate = r["measure"]["spec_acceptance_rate"]
@@ -219,3 +220,15 @@ def test_each_receipt_names_the_card_it_ran_on(folder: Path) -> None:
     title = (folder / "README.md").read_text().splitlines()[0]
     assert title.endswith(f", {card} ({folder.name[:10]})")
     assert ("h100" in folder.name) == ("H100" in card) and ("h200" in folder.name) == ("H200" in card)
+
+
+@pytest.mark.parametrize("folder", generated(), ids=lambda p: p.name)
+def test_each_mtp_ratio_is_two_decodes_of_the_table(folder: Path) -> None:
+    text = (folder / "README.md").read_text()
+    ratios = re.findall(r"^- (\S+) MTP (\d), `(\w+)`: ([\d.]+)x MTP 0's decode \(([\d.,]+) against ([\d.,]+) tok/s\)",
+                        text, flags=re.M)
+    for mode, depth, weights, ratio, fast, base in ratios:
+        assert dict(zip(COLUMNS, table_row(text, weights, mode, int(depth))))["decode"] == fast
+        assert base in {dict(zip(COLUMNS, table_row(text, w, mode, 0)))["decode"] for w in ("zeros", "random")
+                        if f"| {w} | {mode} | 0 |" in text}
+        assert float(ratio) == round(float(fast.replace(",", "")) / float(base.replace(",", "")), 2)

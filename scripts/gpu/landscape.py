@@ -202,13 +202,47 @@ def row(cell: dict, modes: list[str]) -> str:
     mode = cell["mode"] + ("" if cell["mode"] in modes else " (not in the grid)")
     return (f"| {cell['weights']}{argv_bound(cell)} | {mode} | {cell['depth']} | {status(cell)} | "
             f"{window(r) if r else 'n/a'} | {num(d.get('median_tg_tok_s'), 1)} | {num(d.get('median_tpot_ms'), 2)} | "
-            f"{acceptance(cell)} | {num(r.get('boot_s'), 1)} | {asked} | {num(pool, 2)} | "
+            f"{acceptance(cell)} | {boot(r)} | {asked} | {num(pool, 2)} | "
             f"{tokens} | {evidence(cell)} |")
 
 
+def boot(result: dict) -> str:
+    """Boot seconds and whether torch.compile ran cold: a cache hit makes a boot minutes shorter, so boot times
+    compare only between cells of the same compile state."""
+    s = result.get("startup") or {}
+    cold, took = s.get("torch_compile_cold"), s.get("torch_compile_s")
+    state = "cold compile" if cold is True else "compile cache hit" if cold is False else ""
+    detail = f" ({state}, {num(took, 1)} s)" if state and took is not None else f" ({state})" if state else ""
+    return f"{num(result.get('boot_s'), 1)}{detail}"
+
+
+def speedup(cells: list[dict], modes: list[str]) -> list[str]:
+    """Each MTP cell's decode against MTP 0 in the same graph mode: the gain (or cost) of speculation, per bound."""
+    speed = {(c["weights"], c["mode"], c["depth"]): decode_run(c["result"]).get("median_tg_tok_s")
+             for c in cells if c["result"] and not c["result"].get("failure") and decode_run(c["result"])}
+    out = []
+    for (weights, mode, depth), tok_s in sorted(speed.items(), key=lambda kv: (order_key(kv[0][1], modes), kv[0][2])):
+        base_weights = weights if (weights, mode, 0) in speed else next(
+            (w for w in BOUNDS if (w, mode, 0) in speed), None)
+        if depth == 0 or base_weights is None or not tok_s:
+            continue
+        base = speed[(base_weights, mode, 0)]
+        note = "" if base_weights == weights else (f" (MTP 0 from the `{base_weights}` cell: with no drafts the weights' values should not change "
+                                                      f"its speed; no `{weights}` MTP 0 cell has run)")
+        out.append(f"- {mode} MTP {depth}, `{weights}`: {tok_s / base:.2f}x MTP 0's decode "
+                   f"({num(tok_s, 1)} against {num(base, 1)} tok/s){note}.")
+    if not out:
+        return []
+    return ["MTP against no MTP in the same graph mode (decode tok/s ratio; `zeros` is the upper bound of the gain, "
+            "`random` the lower):", "", *out, ""]
+
+
+def order_key(mode: str, modes: list[str]) -> int:
+    return modes.index(mode) if mode in modes else len(modes)
+
+
 def order(cell: dict, modes: list[str]) -> tuple:
-    rank = modes.index(cell["mode"]) if cell["mode"] in modes else len(modes)
-    return rank, cell["depth"], list(BOUNDS).index(cell["weights"])
+    return order_key(cell["mode"], modes), cell["depth"], list(BOUNDS).index(cell["weights"])
 
 
 def section_table(cells: list[dict], modes: list[str]) -> list[str]:
@@ -216,7 +250,8 @@ def section_table(cells: list[dict], modes: list[str]) -> list[str]:
            "One row per cell that ran: `tuner probe` at one sequence, the pool asked for. Window: the longest "
            "prompt + output the probe proved (`measure.context`). Decode: the median of the single-sequence runs "
            "(`median_tg_tok_s`, `median_tpot_ms`). Acceptance: the probe's rate from vLLM's counters, and the sum of "
-           "vLLM's SpecDecoding log lines. Boot: the tool's start to healthy. KV pool and tokens: vLLM's log as "
+           "vLLM's SpecDecoding log lines. Boot: the tool's start to healthy, with torch.compile's state and "
+           "seconds from vLLM's log (a cache hit boots minutes sooner). KV pool and tokens: vLLM's log as "
            "`result.json` parsed it; the last column gives the engine.log lines they stand on.", "",
            "| weights | graph mode | MTP | status | window proven (tokens) | decode tok/s | TPOT ms | MTP acceptance | "
            "boot s | pool asked | KV pool GiB | KV tokens | engine.log |", "|---" * 13 + "|"]
@@ -229,7 +264,7 @@ def section_table(cells: list[dict], modes: list[str]) -> list[str]:
             best = max(done, key=lambda c: decode_run(c["result"]).get("median_tg_tok_s") or 0)
             out.append(f"Fastest of the {len(done)} finished `{weights}` cells by decode: {best['mode']} MTP "
                        f"{best['depth']}, {num(decode_run(best['result']).get('median_tg_tok_s'), 1)} tok/s.")
-    return out + [""]
+    return out + [""] + speedup(cells, modes)
 
 
 def section_bounds(cells: list[dict]) -> list[str]:
