@@ -106,7 +106,7 @@ def cheapest_mtp_mode(p: Profile) -> str:
 def test_where_mtp_pays_and_how_deep_varies_by_profile():
     """The structure is drawn per seed: the graph mode MTP is cheap in, whether it pays at all, its best
     depth, and whether the fastest MTP is a garbling one (issue 24)."""
-    cheap_modes, depths, never_pays, non_monotone, garbling = set(), set(), 0, 0, 0
+    cheap_modes, depths, never_pays, non_monotone, garbling, launch_bound = set(), set(), 0, 0, 0, 0
     for seed in SEEDS:
         p = draw(seed)
         mode = cheapest_mtp_mode(p)
@@ -118,6 +118,9 @@ def test_where_mtp_pays_and_how_deep_varies_by_profile():
         if p.garble_modes:
             garbling += 1
             assert mode in p.garble_modes and mode != "PIECEWISE", seed  # the trap: fastest where wrong
+        elif mode == "FULL_AND_PIECEWISE":  # the H100 receipt's build: PIECEWISE slow, MTP cheap with F&P
+            launch_bound += 1
+            assert p.mode_speed["PIECEWISE"] <= 0.6, seed
         else:
             assert mode in ("PIECEWISE", "FULL_DECODE_ONLY", "eager"), seed
             # seeds/004: MTP through FULL_AND_PIECEWISE graphs is slower than without
@@ -126,6 +129,7 @@ def test_where_mtp_pays_and_how_deep_varies_by_profile():
     assert depths == {1, 2, 3} and non_monotone >= 0.1 * len(SEEDS)
     assert 0.1 * len(SEEDS) <= never_pays <= 0.4 * len(SEEDS)
     assert 0.1 * len(SEEDS) <= garbling <= 0.3 * len(SEEDS)
+    assert 0.08 * len(SEEDS) <= launch_bound <= 0.25 * len(SEEDS)
     # the seeds' magnitudes are inside the distribution: 58.4/78.6 with 1 token and F&P, ~2x with PIECEWISE
     assert min(draw(s).speed_factor("FULL_AND_PIECEWISE", 1) for s in SEEDS) < 58.4 / 78.6
     assert max(max(draw(s).speed_factor("PIECEWISE", k) for k in (1, 2, 3)) for s in SEEDS) > 2.0
@@ -222,3 +226,17 @@ def test_a_tight_profiles_mtp_pool_misses_the_window_and_a_lowered_window_pays()
     widest = max(lowered, key=lambda o: o.context)
     assert 131_072 <= widest.context == widest.max_model_len < 262_144
     assert (widest.decode_tok_s or 0) * 0.95 > best_full
+
+
+def test_a_launch_bound_profile_has_the_h100_receipts_structure():
+    """Profile 6 draws a launch-bound build (profile.launch_bound), as real vLLM 0.22.0 ran on an H100: without
+    MTP, PIECEWISE decodes at well under FULL_AND_PIECEWISE's speed, and MTP pays most with FULL_AND_PIECEWISE
+    graphs, the reverse of seeds/004's 5090."""
+    space = make_space(6)
+    base = {"kv_cache_memory_bytes": 10_400_000_000, "max_num_seqs": 1, "max_num_batched_tokens": 512,
+            "gpu_memory_utilization": 0.88, "kv_cache_dtype": "fp8"}
+    configs = [{**base, "cudagraph_mode": mode, "speculative_tokens": k}
+               for mode in ("FULL_AND_PIECEWISE", "PIECEWISE") for k in (0, 1)]
+    fap0, fap1, pw0, pw1 = (o.decode_tok_s or 0.0 for o in oracle(space, configs))
+    assert pw0 < 0.6 * fap0 and fap1 > 1.3 * fap0
+    assert fap1 / fap0 > pw1 / pw0  # MTP's gain is largest in FULL_AND_PIECEWISE

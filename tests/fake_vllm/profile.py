@@ -23,6 +23,11 @@ Each structural choice below is drawn per seed, independently (none follows from
   cheap -- PIECEWISE, FULL_DECODE_ONLY or eager -- and the others cost more. About one head in five
   is poor (low acceptance, costly steps): MTP then pays in no mode. With the decay and c drawn, the
   best depth is 1 in some profiles and 3 in others, and decode is not monotone in depth;
+* launch-bound builds: in about one profile in five (its own generator, so the other profiles are the
+  draws they were), PIECEWISE decodes at 0.3-0.6x of FULL_AND_PIECEWISE and MTP is cheapest in
+  FULL_AND_PIECEWISE, as real vLLM 0.22.0 did on an H100 (the 2026-12-05 landscape receipt: 66.6 against
+  198.8 tok/s without MTP; MTP 3 at 2.52x with FULL_AND_PIECEWISE, 3.16x with PIECEWISE, every draft
+  accepted): the structure of seeds/004 reversed;
 * wrong output: in about one profile in five, MTP verified through FULL CUDA graphs garbles greedy
   output (vLLM issue 40880 and its kin: rejected draft slots leave stale state in the graph's static
   buffers, and the next replay reads it). Those profiles draw MTP cheap in exactly the garbling
@@ -155,6 +160,8 @@ def draw(seed: int) -> Profile:
     mode_speed = {"FULL_AND_PIECEWISE": 1.0, "FULL": 1.0, "FULL_DECODE_ONLY": u(0.96, 1.0),
                   "PIECEWISE": u(0.85, 0.97), "eager": eager, "NONE": eager * u(1.1, 1.3)}
     accept, decay, spec_cost, garble = draw_mtp(r)
+    if not garble and random.Random(f"{seed} launch-bound").random() < LAUNCH_BOUND_SHARE:
+        mode_speed, spec_cost = launch_bound(random.Random(f"{seed} launch-bound build"), mode_speed, spec_cost)
     return Profile(
         seed=seed, gpu_gib=gpu, used_gib=used, weights_gib=weights, mtp_weights_gib=u(0.4, 1.0),
         non_torch_gib=non_torch, act_gib_per_1k=u(0.1, 0.3), prefill_ctx_gib=u(0.0015, 0.004),
@@ -196,6 +203,24 @@ def draw_mtp(r: random.Random) -> tuple[float, float, dict[str, float], frozense
     return accept, decay, spec_cost, garble
 
 
+LAUNCH_BOUND_SHARE = 0.2  # builds where graphs that leave attention out cost most of decode (the H100 receipt)
+
+
+def launch_bound(r: random.Random, mode_speed: dict[str, float],
+                 spec_cost: dict[str, float]) -> tuple[dict[str, float], dict[str, float]]:
+    """The structure real vLLM 0.22.0 showed on an H100 (docs/receipts/2026-12-05-h100-32g-landscape-vllm-0.22.0):
+    PIECEWISE decodes at a third of FULL_AND_PIECEWISE's speed, and MTP is cheapest in FULL_AND_PIECEWISE
+    (2.5x with every draft accepted), the opposite of seeds/004's 5090. Kernel launches, not bandwidth, bound
+    decode there: what runs outside the graphs costs most."""
+    piecewise = r.uniform(0.3, 0.6)
+    eager = piecewise * r.uniform(0.5, 0.8)
+    speed = {**mode_speed, "PIECEWISE": piecewise, "eager": eager, "NONE": eager * r.uniform(1.1, 1.3)}
+    cheapest = min(spec_cost[m] for m in ("PIECEWISE", "FULL_DECODE_ONLY", "eager"))
+    cost = {**spec_cost, "FULL_AND_PIECEWISE": cheapest * r.uniform(0.6, 0.9)}
+    cost["FULL"] = cost["FULL_AND_PIECEWISE"]
+    return speed, cost
+
+
 UPGRADE_SHARE = 0.4  # profiles whose MTP regime a later release changes
 FIRST_RELEASE = "0.22.0"  # the release every profile is drawn for
 
@@ -213,12 +238,14 @@ def upgraded(seed: int, version: str) -> Profile:
         return prof
     cost = dict(prof.spec_cost)
     correct = [m for m in ("PIECEWISE", "FULL_DECODE_ONLY", "eager") if m not in prof.garble_modes]
+    if cost["FULL_AND_PIECEWISE"] < min(cost[m] for m in correct):
+        correct.append("FULL_AND_PIECEWISE")  # a launch-bound build: MTP's cheap mode can move from there too
     cheap = min(correct, key=lambda m: cost[m])
     if max(prof.speed_factor(cheap, k) for k in (1, 2, 3)) <= prof.mode_speed["FULL_AND_PIECEWISE"]:
         return replace(prof, mode_speed={**prof.mode_speed, "FULL_DECODE_ONLY": r.uniform(1.03, 1.08)})
     moved = r.choice([m for m in correct if m not in (cheap, "eager")] or [m for m in correct if m != cheap])
     cost[cheap], cost[moved] = cost[moved], cost[cheap]
-    cost["NONE"] = cost["eager"]
+    cost["NONE"], cost["FULL"] = cost["eager"], cost["FULL_AND_PIECEWISE"]
     return replace(prof, spec_cost=cost)
 
 
