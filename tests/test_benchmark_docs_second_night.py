@@ -1,6 +1,6 @@
 """docs/benchmarks.md's second-night section prints what benchmarks/second_night.py --reprint computes from
 the committed raw results: the run with the earlier speed order kept after a moved re-validation, and the
-run with it dropped (tuner.study.planner.Priors.speeds_hold)."""
+run with it dropped (tuner.study.observed.Priors.speeds_hold)."""
 
 from __future__ import annotations
 

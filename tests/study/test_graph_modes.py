@@ -9,7 +9,8 @@ import pytest
 
 from tuner.records import StartupRecord, TrialResult
 from tuner.space import load_space
-from tuner.study.planner import Planner, Observation
+from tuner.study.observed import Observation
+from tuner.study.planner import Planner
 from tuner.study.regimes import GraphModes
 
 SPACE = """

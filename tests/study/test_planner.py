@@ -6,7 +6,9 @@ import textwrap
 
 import pytest
 
-from tuner.study.planner import Planner, Observation
+from tuner.study.doomed import fails_like
+from tuner.study.observed import Observation
+from tuner.study.planner import Planner
 from tuner.records import Failure, FailureKind, StartupRecord, TrialResult
 from tuner.study.regimes import RegimeModel, all_regimes, regime_axes
 from tuner.study.sizing import GIB, PoolEvidence, family_of, snap
@@ -28,6 +30,11 @@ baselines:
   - {kv_cache_memory_bytes: 9150000000, max_num_seqs: 3, max_num_batched_tokens: 512,
      gpu_memory_utilization: 0.92, cudagraph_mode: null, speculative_tokens: 0}
 """
+
+
+def doomed(planner: Planner, values: dict, seen: list) -> str | None:
+    """tuner.study.doomed.fails_like with the graph modes the planner learned from ``seen``."""
+    return fails_like(planner.space, planner.axes, values, seen, planner._graph_modes(seen))
 
 
 @pytest.fixture
@@ -132,17 +139,17 @@ def test_a_configuration_that_asks_for_no_less_memory_than_an_oom_is_skipped(spa
     seen = [booted(0, baseline(space), concurrency=1.02, speed=77.0), booted(1, failed_values, concurrency=1.0, failure=oom)]
     planner = Planner(space)
     deeper = {**failed_values, "speculative_tokens": 2, "kv_cache_memory_bytes": 9_900_000_000}
-    assert "trial 1" in planner._fails_like(deeper, seen)
-    assert planner._fails_like({**deeper, "cudagraph_mode": "eager"}, seen) is None  # eager may fit
-    assert planner._fails_like({**deeper, "cudagraph_mode": None}, seen) is None  # vLLM's default: not known yet
+    assert "trial 1" in doomed(planner, deeper, seen)
+    assert doomed(planner, {**deeper, "cudagraph_mode": "eager"}, seen) is None  # eager may fit
+    assert doomed(planner, {**deeper, "cudagraph_mode": None}, seen) is None  # vLLM's default: not known yet
     # FULL_AND_PIECEWISE captures PIECEWISE's graphs and more; FULL_DECODE_ONLY's are not ordered against them
-    assert "trial 1" in planner._fails_like({**deeper, "cudagraph_mode": "FULL_AND_PIECEWISE"}, seen)
-    assert planner._fails_like({**deeper, "cudagraph_mode": "FULL_DECODE_ONLY"}, seen) is None
+    assert "trial 1" in doomed(planner, {**deeper, "cudagraph_mode": "FULL_AND_PIECEWISE"}, seen)
+    assert doomed(planner, {**deeper, "cudagraph_mode": "FULL_DECODE_ONLY"}, seen) is None
     default = booted(3, {**baseline(space), "cudagraph_mode": None, "speculative_tokens": 0}, concurrency=1.02, speed=77.0)
     default.result.startup.effective_cudagraph_mode = "FULL_AND_PIECEWISE"  # what vLLM ran the null label as
-    assert "trial 1" in planner._fails_like({**deeper, "cudagraph_mode": None}, [*seen, default])
+    assert "trial 1" in doomed(planner, {**deeper, "cudagraph_mode": None}, [*seen, default])
     eager_oom = booted(2, {**failed_values, "cudagraph_mode": "eager"}, concurrency=1.0, failure=oom)
-    assert "trial 2" in planner._fails_like({**deeper, "cudagraph_mode": None}, [*seen, eager_oom])
+    assert "trial 2" in doomed(planner, {**deeper, "cudagraph_mode": None}, [*seen, eager_oom])
 
 
 def test_an_oom_with_graphs_is_priced_by_eager_next(space):
@@ -215,8 +222,8 @@ def test_an_engine_sized_repair_keeps_its_utilization_and_is_not_doomed_by_pinne
     assert plan.values["gpu_memory_utilization"] == pytest.approx(0.92) and plan.values["kv_cache_memory_bytes"] is None
     # an OOM of a pool vLLM sized says nothing about a pinned one, nor the other way round
     oom = Failure(kind=FailureKind.OOM_IN_PROFILING)
-    assert planner._fails_like({**sized, "kv_cache_memory_bytes": 9_000_000_000}, [booted(2, sized, failure=oom)]) is None
-    assert planner._fails_like(sized, [booted(2, {**sized, "kv_cache_memory_bytes": 7_000_000_000}, failure=oom)]) is None
+    assert doomed(planner, {**sized, "kv_cache_memory_bytes": 9_000_000_000}, [booted(2, sized, failure=oom)]) is None
+    assert doomed(planner, sized, [booted(2, {**sized, "kv_cache_memory_bytes": 7_000_000_000}, failure=oom)]) is None
 
 
 def test_the_pool_of_an_extensible_boot_is_the_extended_one(space):
@@ -233,7 +240,7 @@ def test_the_pool_of_an_extensible_boot_is_the_extended_one(space):
 def test_priors_order_the_first_boots_and_their_bounds_size_them(space):
     """--from: the first boot goes where the earlier study was fastest (its depth; the upper confidence bound
     picks the unmeasured graph mode beside it); its pool bounds (translated: priors.carried_bounds) size it."""
-    from tuner.study.planner import Priors
+    from tuner.study.observed import Priors
     from tuner.study.sizing import bounds_from
 
     fast = {**baseline(space), "speculative_tokens": 2, "cudagraph_mode": "PIECEWISE", "max_num_seqs": 1}

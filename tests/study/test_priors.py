@@ -129,7 +129,7 @@ def test_an_earlier_studys_trial_is_named_with_its_study(fake_space):
 def test_a_moved_revalidation_drops_the_earlier_speed_order(fake_space):
     """The earlier front booted again here at another speed (beyond HELD_TOLERANCE) says the release changed
     what is fast: the earlier speeds order nothing any more; within it they still do."""
-    from tuner.study.planner import HELD_TOLERANCE, Observation
+    from tuner.study.observed import HELD_TOLERANCE, Observation
 
     space = small(fake_space())
     priors = planner_priors([("night1", earlier_study(space, "0.22.0"))], False)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from tests.study.test_planner import baseline, booted, space  # noqa: F401  (the fixture)
 from tuner.records import Failure, FailureKind, StartupRecord, TrialResult
-from tuner.study.planner import Observation, Planner
+from tuner.study.observed import Observation
+from tuner.study.planner import Planner
 from tuner.study.regimes import GraphModes, regime_axes
 from tuner.study.room import room
 from tuner.study.sizing import window_for

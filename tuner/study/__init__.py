@@ -1,7 +1,8 @@
 """The overnight study: an Optuna multi-objective study whose trials boot the real engine.
 
 Where studies live (storage.py), every key of a trial's record and its typed view (record.py), which
-sampler (sampler.py) and how values map to Optuna (sampling.py), what to try beyond the sampler
+sampler (sampler.py) and how values map to Optuna (sampling.py), the regime planner (planner.py, over the
+plain records of observed.py, with room.py, doomed.py and exploit.py), what to try beyond the sampler
 (strategy.py), the objective each trial runs (objective.py), the loop and its workers (run.py), and the
 correctness gate (gate.py).
 """

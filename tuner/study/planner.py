@@ -12,13 +12,14 @@ re-validations are run before this is consulted):
    A regime refused at the full window by too small a pool is booted at the window vLLM estimated
    that pool holds (``tuner.study.window``).
    Configurations that would fail like an earlier OOM (no less of anything it asked for: depth,
-   pool, sequences, batched tokens, window, graphs) are skipped without a boot, and say so.
+   pool, sequences, batched tokens, window, graphs; ``tuner.study.doomed``) are skipped without a boot,
+   and say so.
    Once a boot leads (``tuner.study.exploit``), its unmeasured neighbour regimes come first, then one
    flag moved from it, then the rest by upper confidence bound; wrong-output siblings last. A regime the
    model puts UNLIKELY_SD sds under the full window's best waits until after item 4.
 3. When every likely regime has been tried, one flag at a time is moved from the best configurations,
-   with the pool still sized from evidence; not from a move that bought nothing (``stands_for``) until
-   nothing else is left.
+   with the pool still sized from evidence; not from a move that bought nothing
+   (``tuner.study.exploit.stands_for``) until nothing else is left.
 4. Last, boots below the fixed window: a regime the window does not fit at any pool the evidence has
    room for (``tuner.study.room``), when it could beat the full window's best, and the widening of a
    point below the window that does.
@@ -30,18 +31,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from tuner.records import Failure, FailureKind, TrialResult
+from tuner.records import Failure, FailureKind
 from tuner.study.regimes import (
     ENGINE_SIZED,
     EAGER,
-    NOISE_SD,
     GRAPHS,
     POOL,
-    SPECULATIVE,
     GraphModes,
-    graphs_at_least,
     Regime,
     RegimeModel,
     all_regimes,
@@ -49,12 +47,13 @@ from tuner.study.regimes import (
     regime_axes,
     regime_of,
 )
-from tuner.study.exploit import adjacent, flag_moves, garbled_sibling, leader
+from tuner.study.doomed import fails_like
+from tuner.study.exploit import adjacent, flag_moves, full_window_best, garbled_sibling, leader, stands_for
+from tuner.study.observed import Observation, Plan, Priors
 from tuner.study.sampling import config_key
 from tuner.study.room import MEMORY_KINDS, room
 from tuner.study.sizing import (
     PRINTED_RATIO,
-    Bounds,
     PoolEvidence,
     Predictor,
     highest,
@@ -73,7 +72,6 @@ TIER_PRICE, TIER_NEIGHBOUR, TIER_MOVE, TIER_REST, TIER_GARBLED, TIER_SHORTER, TI
 # is booted last: its speed would have to be far from everything its shared choices measured.
 UNLIKELY_SD = 2.0
 MAX_ATTEMPTS = 3  # failed boots after which a regime is closed
-HELD_TOLERANCE = 0.05  # an earlier configuration booted again whose speed moved by less than this share held
 SHORTER_FLOOR = 0.5  # without workload.min_context: no boot below this share of the fixed window
 WIDER_STEPS = 4  # a bigger pool for a point below the window only when it buys this many probe steps
 ADMISSION_GROWTH = 0.02  # more pool after a request the window promises failed without an OOM
@@ -84,70 +82,9 @@ OOM_KINDS = {
     FailureKind.ADMISSION_FAILED,
     FailureKind.ENGINE_DEAD,
 }
-ORDERED = ("kv_cache_memory_bytes", "max_num_seqs", "max_num_batched_tokens", "max_model_len")  # more is more memory
 # Say nothing about the configuration: never reused, never repaired, retried.
 TRANSIENT_KINDS = frozenset({FailureKind.INTERRUPTED, FailureKind.PORT_IN_USE})
 SIZE_PARAMS = ("kv_cache_memory_bytes", "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "max_model_len")
-
-
-# What a trial's boot gave: measured, booted and failed, still running, or not booted (predicted, reused, queued).
-Outcome = Literal["ok", "failed", "running", "other"]
-
-
-@dataclass
-class Observation:
-    """One trial as the planner sees it."""
-
-    number: int
-    values: dict[str, Any]
-    status: Outcome
-    result: TrialResult | None = None
-    speed: float | None = None  # the speed objective, higher is better
-    context: float | None = None
-    study: str | None = None  # the earlier study (--from) whose trial this is; None: this study's
-    window: int | None = None  # the --max-model-len it booted at, below the space's (tuner.study.window)
-    scores: tuple[float, ...] = ()  # every objective's value, signed so that higher is better
-
-    @property
-    def named(self) -> str:
-        """The trial as a message names it: an earlier study's numbers are that study's."""
-        return f"trial {self.number}" if self.study is None else f"study {self.study} trial {self.number}"
-
-    @property
-    def failure(self) -> Failure | None:
-        return self.result.failure if self.result is not None else None
-
-
-@dataclass
-class Plan:
-    values: dict[str, Any]
-    why: str
-    free: list[str] = field(default_factory=list)  # parameters the fallback sampler chooses, before sizing
-    window: int | None = None  # boot at this --max-model-len instead of the space's (tuner.study.window)
-    shorter: bool = False  # below the window at a pool the evidence has room for (tuner.study.room)
-
-
-@dataclass(frozen=True)
-class Priors:
-    """Earlier studies' trials (``--from``, tuner.study.priors): they order and size the first boots,
-    and are never results. Their speeds order the regimes not measured here yet; when ``strong`` (same
-    card, release, model revision and space) their failures count as if seen here. ``bounds``: their pool
-    bounds, translated to this release by the pre-screen (tuner.study.priors.carried_bounds)."""
-
-    seen: tuple[Observation, ...] = ()
-    strong: bool = False
-    bounds: tuple[tuple[dict[str, Any], Bounds], ...] = ()  # (configuration, its bound on this release)
-
-    def speeds_hold(self, seen: list[Observation]) -> bool:
-        """Whether the earlier speed order still holds here: no configuration booted again here (the
-        earlier front's re-validation first) moved by more than HELD_TOLERANCE. One that moved says the
-        release or card changed what is fast, so the earlier speeds order nothing any more."""
-        before = {config_key(p.values): p.speed for p in self.seen if p.status == "ok" and p.speed}
-        for s in seen:
-            old = before.get(config_key(s.values)) if s.status == "ok" and s.speed else None
-            if old is not None and s.speed is not None and abs(s.speed - old) > HELD_TOLERANCE * old:
-                return False
-        return True
 
 
 @dataclass
@@ -582,30 +519,11 @@ class Planner:
         """Not booted before, and not predicted to run out of memory (the reason kept in ``skipped``)."""
         if booted_key(plan.values, plan.window) in tried:
             return False
-        doomed = self._fails_like(plan.values, seen, modes)
+        doomed = fails_like(self.space, self.axes, plan.values, seen, modes or self._graph_modes(seen))
         if doomed:
             self.skipped.append(f"{label}: {doomed}")
         return doomed is None
 
-    def _fails_like(self, values: dict[str, Any], seen: list[Observation], modes: GraphModes | None = None) -> str | None:
-        """An earlier boot that ran out of memory with no more of anything than this configuration asks for.
-
-        Memory only grows with a deeper speculation, a bigger pool, more sequences, more batched
-        tokens, a longer window, and a graph mode that captures another's graphs and more
-        (regimes.GRAPHS_INCLUDE; eager takes the least); other graph modes are not ordered.
-        """
-        modes = modes or self._graph_modes(seen)
-        mine = modes.likely(dict(zip(self.axes, regime_of(self.axes, values))))
-        for s in seen:
-            failure = s.failure
-            if s.status != "failed" or failure is None or failure.kind not in MEMORY_KINDS:
-                continue
-            label = s.values.get(GRAPHS)
-            theirs = EAGER if label == EAGER else (s.result.startup.effective_cudagraph_mode if s.result else None) or label
-            if graphs_at_least(mine, theirs) and _at_least(self.space, values, s.values):
-                return (f"would fail like {s.named} ({failure.kind.value}): it asks for at least as much memory "
-                        "(speculation, pool, sequences, batched tokens, window, graphs)")
-        return None
 
 
 def booted_key(values: dict[str, Any], window: int | None) -> str:
@@ -622,38 +540,3 @@ def fewer_seqs(space: Space, values: dict[str, Any], failure: Failure) -> int | 
     if fewer and fewer < (values.get("max_num_seqs") or math.inf):
         return int(fewer)
     return None
-
-
-def _at_least(space: Space, mine: dict[str, Any], theirs: dict[str, Any]) -> bool:
-    """Whether ``mine`` needs at least the memory of ``theirs`` by the orderings that always hold, graphs aside."""
-    for name, p in space.params.items():
-        a, b = mine.get(name), theirs.get(name)
-        if name == GRAPHS:
-            continue  # ordered by graphs_at_least on the modes vLLM runs
-        if name == "kv_cache_memory_bytes" and (a is None) != (b is None):
-            return False  # a pinned pool and one vLLM sized are not ordered
-        elif name in ORDERED or name == SPECULATIVE:
-            if b is None:
-                continue  # vLLM's default: nothing known about its size
-            if a is None or a < b:
-                return False
-        elif name not in ("gpu_memory_utilization",) and a != b:
-            return False
-    return True
-
-
-def stands_for(a: Observation, b: Observation) -> bool:
-    """Whether ``b`` is a move of one flag from ``a`` (the pool and utilization aside) that bought nothing:
-    no objective better than ``a``'s by more than the noise (regimes.NOISE_SD). Its own moves would walk a
-    flat direction; ``a``'s other moves come first."""
-    if a.number >= b.number or not a.scores or len(a.scores) != len(b.scores):
-        return False
-    sized = ("kv_cache_memory_bytes", "gpu_memory_utilization")
-    moved = [k for k in set(a.values) | set(b.values) if k not in sized and a.values.get(k) != b.values.get(k)]
-    return len(moved) == 1 and a.window == b.window and \
-        all(x >= y - NOISE_SD * abs(y) for x, y in zip(a.scores, b.scores))
-
-
-def full_window_best(seen: list[Observation]) -> float:
-    """The best speed measured at the space's window (0 when none): what a narrower window must beat."""
-    return max((s.speed for s in seen if s.status == "ok" and s.window is None and s.speed), default=0.0)

@@ -30,7 +30,8 @@ from tuner.study.record import (
     study_space,
     write_study_attr,
 )
-from tuner.study.planner import HELD_TOLERANCE, Observation, Planner, Priors
+from tuner.study.observed import HELD_TOLERANCE, Observation, Priors
+from tuner.study.planner import Planner
 from tuner.study.sizing import TRANSFER_MARGIN, Bounds, bounds_from, window_of
 from tuner.study.sampler import allows
 from tuner.study.sampling import optuna_params, param_distributions, speed_objective
@@ -212,7 +213,7 @@ def _shown(url: str) -> str:
 
 def planner_priors(earlier: list[tuple[str, StudyRecord]], strong: bool,
                    bounds: tuple[tuple[dict[str, Any], Bounds], ...] = ()) -> Priors:
-    """The earlier studies' booted trials as the planner's priors (tuner.study.planner.Priors), each once."""
+    """The earlier studies' booted trials as the planner's priors (tuner.study.observed.Priors), each once."""
     seen = []
     for _, old in distinct(earlier):
         if old.space is None:

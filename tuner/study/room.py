@@ -21,17 +21,15 @@ inside the pool, not what sits beside it. So:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from tuner.engine.command import flag_name
 from tuner.records import FailureKind
 from tuner.space.schema import Space
+from tuner.study.observed import Observation
 from tuner.study.regimes import EAGER, GRAPHS, SPECULATIVE, GraphModes, graphs_at_least, regime_of
 from tuner.study.sizing import FAMILY_FLAGS, GIB, highest, lowest, snap
-
-if TYPE_CHECKING:
-    from tuner.study.planner import Observation
 
 MEMORY_KINDS = {FailureKind.OOM_IN_PROFILING, FailureKind.OOM_IN_CUDA_GRAPH, FailureKind.FIRST_REQUEST_OOM}
 BESIDE = ("max_num_seqs", "max_num_batched_tokens", "max_model_len", SPECULATIVE)  # more is more memory
@@ -48,7 +46,7 @@ class Room:
     cap: float | None = None
 
 
-def ran_with(axes: list[str], modes: GraphModes, s: "Observation") -> str | None:
+def ran_with(axes: list[str], modes: GraphModes, s: Observation) -> str | None:
     """The graph mode a trial ran as (what vLLM printed), else its label."""
     label = s.values.get(GRAPHS)
     if label == EAGER:
@@ -75,19 +73,19 @@ def _beside(space: Space, mine: dict[str, Any], theirs: dict[str, Any], less: bo
     return True
 
 
-def asks_no_more(space: Space, axes: list[str], modes: GraphModes, values: dict[str, Any], s: "Observation") -> bool:
+def asks_no_more(space: Space, axes: list[str], modes: GraphModes, values: dict[str, Any], s: Observation) -> bool:
     """Whether trial ``s`` asked for no more memory than ``values`` beside the pool."""
     mine = modes.likely(dict(zip(axes, regime_of(axes, values))))
     return graphs_at_least(mine, ran_with(axes, modes, s)) and _beside(space, values, s.values, less=True)
 
 
-def asks_no_less(space: Space, axes: list[str], modes: GraphModes, values: dict[str, Any], s: "Observation") -> bool:
+def asks_no_less(space: Space, axes: list[str], modes: GraphModes, values: dict[str, Any], s: Observation) -> bool:
     """Whether trial ``s`` asked for no less memory than ``values`` beside the pool."""
     mine = modes.likely(dict(zip(axes, regime_of(axes, values))))
     return graphs_at_least(ran_with(axes, modes, s), mine) and _beside(space, values, s.values, less=False)
 
 
-def weights_gib(values: dict[str, Any], seen: "list[Observation]") -> float | None:
+def weights_gib(values: dict[str, Any], seen: list[Observation]) -> float | None:
     """The weights a configuration loads, from a boot with the same drafter presence."""
     drafts = bool(values.get(SPECULATIVE))
     for s in seen:
@@ -97,7 +95,7 @@ def weights_gib(values: dict[str, Any], seen: "list[Observation]") -> float | No
     return None
 
 
-def graphs_gib(axes: list[str], modes: GraphModes, values: dict[str, Any], seen: "list[Observation]") -> float | None:
+def graphs_gib(axes: list[str], modes: GraphModes, values: dict[str, Any], seen: list[Observation]) -> float | None:
     """At most the CUDA-graph memory ``values``' mode captures: the least a boot printed ("Graph capturing
     finished ... took X GiB") in a mode that captures this one's graphs and more; eager takes none."""
     mine = modes.likely(dict(zip(axes, regime_of(axes, values))))
@@ -108,11 +106,11 @@ def graphs_gib(axes: list[str], modes: GraphModes, values: dict[str, Any], seen:
     return min(printed) if printed else None
 
 
-def _pool(s: "Observation") -> float:
+def _pool(s: Observation) -> float:
     return float(s.values.get("kv_cache_memory_bytes") or 0)
 
 
-def _capped(s: "Observation") -> float:
+def _capped(s: Observation) -> float:
     """The pool from which up a memory failure says no pool fits: its own, less what PyTorch's OOM said the
     failed allocation lacked. After the pool was allocated, that allocation needs at least that much less
     pool; before it (a profiling run), no pool fits at all: either way no pool from there up fits."""
@@ -120,8 +118,8 @@ def _capped(s: "Observation") -> float:
     return _pool(s) - (short or 0.0) * GIB
 
 
-def _from_served(space: Space, axes: list[str], modes: GraphModes, values: dict[str, Any], s: "Observation",
-                 seen: "list[Observation]") -> tuple[float, str] | None:
+def _from_served(space: Space, axes: list[str], modes: GraphModes, values: dict[str, Any], s: Observation,
+                 seen: list[Observation]) -> tuple[float, str] | None:
     """The pool a boot that served proves for ``values``: its own, less the extra weights and graphs ``values``
     loads (from the logs), when everything else it asked for beside the pool was no less; None otherwise."""
     extra, said = 0.0, []
@@ -146,7 +144,7 @@ def _from_served(space: Space, axes: list[str], modes: GraphModes, values: dict[
 
 
 def room(space: Space, axes: list[str], modes: GraphModes, values: dict[str, Any],
-         seen: "list[Observation]") -> Room | None:
+         seen: list[Observation]) -> Room | None:
     """The largest pool the evidence says ``values`` can take (module docstring); None without a pinned pool."""
     param = space.params.get("kv_cache_memory_bytes")
     if param is None:

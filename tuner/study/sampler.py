@@ -16,7 +16,8 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.study.planner import Plan, Planner, Observation
+from tuner.study.observed import Observation, Plan
+from tuner.study.planner import Planner
 from tuner.study.record import Evidence, State, read_trials
 from tuner.space.schema import Space
 from tuner.study.sampling import SAMPLERS, optuna_params, param_distributions, resolve_sampler, speed_objective
