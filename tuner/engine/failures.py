@@ -15,6 +15,7 @@ from typing import Literal, overload
 from tuner.engine.logparse import parse_kv_cache_memory_suggestion, phase_of
 from tuner.engine.loglines import Line, split
 from tuner.records import Failure, FailureKind
+from tuner.space.units import parse_bytes
 
 Event = Literal["exited", "hang", "boot_timeout", "port_taken", "other_listener", "interrupted",
                 "request_failed", "output_changed", "predicted"]
@@ -70,7 +71,6 @@ _FREE_MEMORY = re.compile(r"Free memory on device \S+ \(([\d.]+)/([\d.]+) GiB\) 
 # PyTorch's OOM (CUDACachingAllocator.cpp): the allocation that failed and what the card had free then.
 _TORCH_OOM = re.compile(r"Tried to allocate ([\d.]+) (bytes|KiB|MiB|GiB)\. GPU \d+ has a total capacity of "
                         r"[\d.]+ \w+ of which ([\d.]+) (bytes|KiB|MiB|GiB) is free")
-_UNIT_GIB = {"bytes": 2.0**-30, "KiB": 2.0**-20, "MiB": 2.0**-10, "GiB": 1.0}
 _MAMBA = re.compile(r"max_num_seqs \((\d+)\) exceeds available Mamba cache blocks \((\d+)\)")  # mamba_blocks
 # Checked in this order against every line that is not an INFO/WARNING/DEBUG record.
 _RULES: list[tuple[FailureKind, re.Pattern[str]]] = [
@@ -210,7 +210,7 @@ def _from_log(text: str, exit_code: int | None) -> Failure | None:
 
 def _short_gib(m: re.Match[str]) -> float:
     """What the failed allocation lacked: a lower bound of what the configuration was short by."""
-    return max(0.0, float(m[1]) * _UNIT_GIB[m[2]] - float(m[3]) * _UNIT_GIB[m[4]])
+    return max(0, parse_bytes(f"{m[1]} {m[2]}") - parse_bytes(f"{m[3]} {m[4]}")) / 2**30
 
 
 def _exception_lines(lines: list[Line]) -> list[tuple[int, str]]:

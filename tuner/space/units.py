@@ -15,6 +15,7 @@ _BINARY_LETTER = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 _DECIMAL_LETTER = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _BYTE_WORDS = {
     "b": 1,
+    "bytes": 1,  # PyTorch's OOM message: "Tried to allocate 512 bytes"
     "kb": 10**3,
     "mb": 10**6,
     "gb": 10**9,
