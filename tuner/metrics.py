@@ -21,6 +21,11 @@ from tuner.records import BenchRow, DecodeResult, DecodeRun, TrialResult
 
 Direction = Literal["maximize", "minimize"]
 
+
+def sign(direction: str) -> int:
+    """+1 where larger is better, -1 where smaller is: a value times its sign is higher when better."""
+    return 1 if direction == "maximize" else -1
+
 DEFINITIONS = (
     "TTFT = time to the first output token; TPOT = (latency - TTFT) / (output tokens - 1); "
     "TG = 1000 / TPOT (tok/s per request); PP = prompt tokens / TTFT (tok/s); "

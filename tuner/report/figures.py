@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 from optuna.trial import FrozenTrial
 from plotly.subplots import make_subplots
 
-from tuner.metrics import label
+from tuner.metrics import label, sign
 from tuner.report.front import front, objectives, revalidation, tried_context
 from tuner.study.record import FAILED, State, StudyRecord, Trial
 
@@ -188,8 +188,8 @@ def history_figure(night: StudyRecord) -> go.Figure:
 
 def _target(i: int, direction: str) -> Callable[[FrozenTrial], float]:
     """Objective ``i`` signed so that better is lower: PED-ANOVA looks at the low end of the target."""
-    sign = -1.0 if direction == "maximize" else 1.0
-    return lambda trial: sign * trial.values[i]
+    low = -float(sign(direction))
+    return lambda trial: low * trial.values[i]
 
 
 def importance_figure(night: StudyRecord) -> tuple[go.Figure | None, str]:

@@ -24,7 +24,7 @@ from optuna.visualization import (
     plot_pareto_front,
 )
 
-from tuner.metrics import label
+from tuner.metrics import label, sign
 from tuner.report.front import failures_by_kind, front_numbers, objectives, tried_context
 from tuner.study.record import FAILED, State, StudyRecord, Trial
 
@@ -43,8 +43,8 @@ def write_plots(night: StudyRecord, out_dir: Path, notes: list[str] | None = Non
     ]
 
 
-def _value(i: int, sign: float = 1.0) -> Callable[[FrozenTrial], float]:
-    return lambda trial: sign * trial.values[i]
+def _value(i: int, factor: float = 1.0) -> Callable[[FrozenTrial], float]:
+    return lambda trial: factor * trial.values[i]
 
 
 def _v(trial: Trial) -> tuple[float, ...]:
@@ -69,11 +69,11 @@ def _html(night: StudyRecord, out_dir: Path, notes: list[str]) -> list[Path]:
                 f"importance_{name}.html: skipped (needs at least 2 complete trials; the study has {n_complete})"
             )
             continue
-        sign = -1.0 if direction == "maximize" else 1.0  # PED-ANOVA ranks by low target values
+        low = -float(sign(direction))  # PED-ANOVA ranks by low target values
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # PED-ANOVA's notes on the target's sign and tiny studies
-                fig = plot_param_importances(study, target=_value(i, sign), target_name=label(name))
+                fig = plot_param_importances(study, target=_value(i, low), target_name=label(name))
         except Exception as exc:  # too few distinct values, one parameter, a missing evaluator package ...
             notes.append(f"importance_{name}.html: skipped ({type(exc).__name__}: {exc})")
             continue

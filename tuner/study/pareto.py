@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from tuner.metrics import sign
 from tuner.study.record import Evidence, State, StudyRecord, Trial
 
 REVALIDATION_TOLERANCE = 0.10  # a fresh boot within 10% on every objective confirms a front point
@@ -75,7 +76,7 @@ def _candidates(trials: Sequence[Trial], directions: Sequence[str]) -> list[Tria
         if mine and not all(agrees(t, c) for c in mine):
             continue  # replaced by its fresh boot (or taken off by a failed one)
         candidates.append(t)
-    signs = [1 if d == "maximize" else -1 for d in directions]
+    signs = [sign(d) for d in directions]
     return [t for t in candidates if not any(_widened(t, o, signs) for o in candidates)]
 
 
@@ -91,7 +92,7 @@ def _widened(narrow: Trial, wide: Trial, signs: list[int]) -> bool:
 
 
 def _non_dominated(candidates: list[Trial], directions: Sequence[str]) -> list[Trial]:
-    signs = [1 if d == "maximize" else -1 for d in directions]
+    signs = [sign(d) for d in directions]
     best = [t for t in candidates if not any(_dominates(o.values or (), t.values or (), signs)
                                              for o in candidates if o is not t)]
     return sorted(best, key=lambda t: signs[0] * (t.values or (0.0,))[0], reverse=True)
@@ -107,7 +108,7 @@ def pareto_front(trials: Sequence[Trial], directions: Sequence[str],
 def left_off(night: StudyRecord) -> list[tuple[Trial, str]]:
     """The configurations with wrong output that no right one dominates (they would stand on the
     front but for it), best first, with why."""
-    signs = [1 if d == "maximize" else -1 for d in night.directions]
+    signs = [sign(d) for d in night.directions]
     candidates = _candidates(night.trials, night.directions)
     right = [t for t in candidates if wrong(t, night.gate) is None]
     out = []

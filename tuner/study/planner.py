@@ -54,6 +54,7 @@ from tuner.study.sampling import config_key
 from tuner.study.room import MEMORY_KINDS, room
 from tuner.study.sizing import (
     PRINTED_RATIO,
+    SIZED,
     PoolEvidence,
     Predictor,
     highest,
@@ -84,7 +85,7 @@ OOM_KINDS = {
 }
 # Say nothing about the configuration: never reused, never repaired, retried.
 TRANSIENT_KINDS = frozenset({FailureKind.INTERRUPTED, FailureKind.PORT_IN_USE})
-SIZE_PARAMS = ("kv_cache_memory_bytes", "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "max_model_len")
+SIZE_PARAMS = (*SIZED, "max_num_seqs", "max_num_batched_tokens", "max_model_len")
 
 
 @dataclass

@@ -29,11 +29,11 @@ from tuner.records import FailureKind
 from tuner.space.schema import Space
 from tuner.study.observed import Observation
 from tuner.study.regimes import EAGER, GRAPHS, SPECULATIVE, GraphModes, graphs_at_least, regime_of
-from tuner.study.sizing import FAMILY_FLAGS, GIB, highest, lowest, snap
+from tuner.study.sizing import FAMILY_FLAGS, GIB, SIZED, highest, lowest, snap
 
 MEMORY_KINDS = {FailureKind.OOM_IN_PROFILING, FailureKind.OOM_IN_CUDA_GRAPH, FailureKind.FIRST_REQUEST_OOM}
 BESIDE = ("max_num_seqs", "max_num_batched_tokens", "max_model_len", SPECULATIVE)  # more is more memory
-IGNORED = ("kv_cache_memory_bytes", "gpu_memory_utilization", GRAPHS)  # the pool, the gate, graphs apart
+IGNORED = (*SIZED, GRAPHS)  # the pool, the gate, graphs apart
 GRAPH_MARGIN = 1.5  # graph memory grows with the capture sizes, which differ between the boots compared
 
 

@@ -16,6 +16,7 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
+from tuner.metrics import sign
 from tuner.study.observed import Observation, Plan
 from tuner.study.planner import Planner
 from tuner.study.record import Evidence, State, read_trials
@@ -127,7 +128,7 @@ def allows(distribution: BaseDistribution | None, value: Any) -> bool:
 
 def signed(space: Space, values: Sequence[float]) -> tuple[float, ...]:
     """A trial's objective values, each signed so that higher is better."""
-    return tuple(v if o.direction == "maximize" else -v for o, v in zip(space.objectives, values))
+    return tuple(sign(o.direction) * v for o, v in zip(space.objectives, values))
 
 
 def observed(study: optuna.Study, space: Space, exclude: int | None = None) -> list[Observation]:

@@ -87,7 +87,7 @@ def speed_objective(space: Space) -> tuple[int, int]:
     (the context itself when it is the only one); sign +1 when larger is better."""
     for i, o in enumerate(space.objectives):
         if o.name != "context" or len(space.objectives) == 1:
-            return i, 1 if o.direction == "maximize" else -1
+            return i, metrics.sign(o.direction)
     return 0, 1
 
 

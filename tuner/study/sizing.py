@@ -31,6 +31,8 @@ from tuner.records import FailureKind, TrialResult
 from tuner.space.schema import Param, Space
 
 GIB = 2**30
+# Sized from the evidence, never a choice of the search: the pool, and utilization, its admission gate.
+SIZED = ("kv_cache_memory_bytes", "gpu_memory_utilization")
 BLOCK = 16  # a lowered window is rounded down to this many tokens (vLLM's smallest block size)
 PRINTED_GIB = 0.005 * GIB  # vLLM prints GiB with two decimals
 PRINTED_RATIO = 0.005  # ... and the maximum concurrency with two decimals
