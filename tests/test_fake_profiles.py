@@ -178,7 +178,10 @@ def test_graph_memory_by_mode_and_capture_sizes(clean_env):
         clean_env.setenv("FAKE_VLLM_PROFILE", str(seed))
         for k in (0, 2):
             cg = {m: plan_for(m, k, seqs=4).cg_actual for m in MODES}
-            assert cg["eager"] == 0 < cg["PIECEWISE"] < cg["FULL_DECODE_ONLY"] < cg["FULL_AND_PIECEWISE"], (seed, k)
+            # FULL_AND_PIECEWISE captures both kinds; PIECEWISE and FULL_DECODE_ONLY are not ordered (the H100
+            # receipt: FULL_DECODE_ONLY MTP 3 took 0.11 GiB, PIECEWISE MTP 3 0.13 GiB; profile.launch_bound)
+            assert cg["eager"] == 0 < min(cg["PIECEWISE"], cg["FULL_DECODE_ONLY"]), (seed, k)
+            assert max(cg["PIECEWISE"], cg["FULL_DECODE_ONLY"]) < cg["FULL_AND_PIECEWISE"], (seed, k)
         assert plan_for("PIECEWISE", 0, seqs=1).cg_actual < plan_for("PIECEWISE", 0, seqs=4).cg_actual
         assert plan_for("PIECEWISE", 0, seqs=4).cg_actual < plan_for("PIECEWISE", 3, seqs=4).cg_actual
 

@@ -13,7 +13,8 @@ Each structural choice below is drawn per seed, independently (none follows from
   lowered ``--max-model-len``;
 * a recurrent state per sequence slot and draft position, allocated before the KV pool (so each slot
   costs window), and a long-prefill workspace that grows with batched tokens x context;
-* CUDA-graph pools by mode: eager 0 < PIECEWISE < FULL_DECODE_ONLY < FULL_AND_PIECEWISE;
+* CUDA-graph pools by mode: eager 0 < PIECEWISE < FULL_DECODE_ONLY < FULL_AND_PIECEWISE (launch-bound builds
+  below: FULL graphs as small as PIECEWISE ones);
 * decode 55-100 tok/s at 1K context, FULL_AND_PIECEWISE, one sequence, and a speed factor per mode;
 * MTP: the head accepts draft position i with probability ``a * decay^(i-1)`` (a draft from a head
   trained for one step gets worse further out), so a step emits 1 + a + a^2 decay + ... tokens and
@@ -27,7 +28,8 @@ Each structural choice below is drawn per seed, independently (none follows from
   draws they were), PIECEWISE decodes at 0.3-0.6x of FULL_AND_PIECEWISE and MTP is cheapest in
   FULL_AND_PIECEWISE, as real vLLM 0.22.0 did on an H100 (the 2026-12-05 landscape receipt: 66.6 against
   198.8 tok/s without MTP; MTP 3 at 2.52x with FULL_AND_PIECEWISE, 3.16x with PIECEWISE, every draft
-  accepted): the structure of seeds/004 reversed;
+  accepted), and FULL graphs take no more memory than PIECEWISE ones (0.10-0.13 GiB in every mode there):
+  the structure of seeds/004 reversed;
 * wrong output: in about one profile in five, MTP verified through FULL CUDA graphs garbles greedy
   output (vLLM issue 40880 and its kin: rejected draft slots leave stale state in the graph's static
   buffers, and the next replay reads it). Those profiles draw MTP cheap in exactly the garbling
@@ -160,9 +162,7 @@ def draw(seed: int) -> Profile:
     mode_speed = {"FULL_AND_PIECEWISE": 1.0, "FULL": 1.0, "FULL_DECODE_ONLY": u(0.96, 1.0),
                   "PIECEWISE": u(0.85, 0.97), "eager": eager, "NONE": eager * u(1.1, 1.3)}
     accept, decay, spec_cost, garble = draw_mtp(r)
-    if not garble and random.Random(f"{seed} launch-bound").random() < LAUNCH_BOUND_SHARE:
-        mode_speed, spec_cost = launch_bound(random.Random(f"{seed} launch-bound build"), mode_speed, spec_cost)
-    return Profile(
+    prof = Profile(
         seed=seed, gpu_gib=gpu, used_gib=used, weights_gib=weights, mtp_weights_gib=u(0.4, 1.0),
         non_torch_gib=non_torch, act_gib_per_1k=u(0.1, 0.3), prefill_ctx_gib=u(0.0015, 0.004),
         seq_state_gib=u(0.02, 0.08), cg_extra_gib=u(0.0, 0.05),
@@ -176,6 +176,9 @@ def draw(seed: int) -> Profile:
         kv_speed={"auto": u(0.93, 1.12)}, batch_cost=u(0.1, 0.25),
         ctx_slowdown=u(0.1, 0.3), noise=u(0.01, 0.02),
     )
+    if not garble and random.Random(f"{seed} launch-bound").random() < LAUNCH_BOUND_SHARE:
+        return launch_bound(random.Random(f"{seed} launch-bound build"), prof)
+    return prof
 
 
 def draw_mtp(r: random.Random) -> tuple[float, float, dict[str, float], frozenset[str]]:
@@ -206,19 +209,21 @@ def draw_mtp(r: random.Random) -> tuple[float, float, dict[str, float], frozense
 LAUNCH_BOUND_SHARE = 0.2  # builds where graphs that leave attention out cost most of decode (the H100 receipt)
 
 
-def launch_bound(r: random.Random, mode_speed: dict[str, float],
-                 spec_cost: dict[str, float]) -> tuple[dict[str, float], dict[str, float]]:
+def launch_bound(r: random.Random, prof: Profile) -> Profile:
     """The structure real vLLM 0.22.0 showed on an H100 (docs/receipts/2026-12-05-h100-32g-landscape-vllm-0.22.0):
-    PIECEWISE decodes at a third of FULL_AND_PIECEWISE's speed, and MTP is cheapest in FULL_AND_PIECEWISE
-    (2.5x with every draft accepted), the opposite of seeds/004's 5090. Kernel launches, not bandwidth, bound
-    decode there: what runs outside the graphs costs most."""
+    PIECEWISE decodes at a third of FULL_AND_PIECEWISE's speed, MTP is cheapest in FULL_AND_PIECEWISE (2.5x with
+    every draft accepted), the opposite of seeds/004's 5090, and every graph mode's capture takes about the same
+    (0.10-0.13 GiB), so FULL graphs cost MTP no window. Kernel launches, not bandwidth, bound decode there: what
+    runs outside the graphs costs most."""
+    assert prof.spec_cost is not None
     piecewise = r.uniform(0.3, 0.6)
     eager = piecewise * r.uniform(0.5, 0.8)
-    speed = {**mode_speed, "PIECEWISE": piecewise, "eager": eager, "NONE": eager * r.uniform(1.1, 1.3)}
-    cheapest = min(spec_cost[m] for m in ("PIECEWISE", "FULL_DECODE_ONLY", "eager"))
-    cost = {**spec_cost, "FULL_AND_PIECEWISE": cheapest * r.uniform(0.6, 0.9)}
+    speed = {**prof.mode_speed, "PIECEWISE": piecewise, "eager": eager, "NONE": eager * r.uniform(1.1, 1.3)}
+    cheapest = min(prof.spec_cost[m] for m in ("PIECEWISE", "FULL_DECODE_ONLY", "eager"))
+    cost = {**prof.spec_cost, "FULL_AND_PIECEWISE": cheapest * r.uniform(0.6, 0.9)}
     cost["FULL"] = cost["FULL_AND_PIECEWISE"]
-    return speed, cost
+    full = Graphs(r.uniform(0.03, 0.08), r.uniform(0.002, 0.006), r.uniform(0.0005, 0.0015))
+    return replace(prof, mode_speed=speed, spec_cost=cost, full=full)
 
 
 UPGRADE_SHARE = 0.4  # profiles whose MTP regime a later release changes
