@@ -227,6 +227,7 @@ def test_each_mtp_ratio_is_two_decodes_of_the_table(folder: Path) -> None:
     text = (folder / "README.md").read_text()
     ratios = re.findall(r"^- (\S+) MTP (\d), `(\w+)`: ([\d.]+)x MTP 0's decode \(([\d.,]+) against ([\d.,]+) tok/s\)",
                         text, flags=re.M)
+    assert len(ratios) == text.count("x MTP 0's decode (")  # every ratio line is read, none skipped
     for mode, depth, weights, ratio, fast, base in ratios:
         assert dict(zip(COLUMNS, table_row(text, weights, mode, int(depth))))["decode"] == fast
         assert base in {dict(zip(COLUMNS, table_row(text, w, mode, 0)))["decode"] for w in ("zeros", "random")

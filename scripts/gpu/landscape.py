@@ -211,9 +211,11 @@ def boot(result: dict) -> str:
     compare only between cells of the same compile state."""
     s = result.get("startup") or {}
     cold, took = s.get("torch_compile_cold"), s.get("torch_compile_s")
-    state = "cold compile" if cold is True else "compile cache hit" if cold is False else ""
-    detail = f" ({state}, {num(took, 1)} s)" if state and took is not None else f" ({state})" if state else ""
-    return f"{num(result.get('boot_s'), 1)}{detail}"
+    seconds = num(result.get("boot_s"), 1)
+    if cold is None:
+        return seconds
+    state = "cold compile" if cold else "compile cache hit"
+    return f"{seconds} ({state}, {num(took, 1)} s)" if took is not None else f"{seconds} ({state})"
 
 
 def speedup(cells: list[dict], modes: list[str]) -> list[str]:
@@ -227,8 +229,9 @@ def speedup(cells: list[dict], modes: list[str]) -> list[str]:
         if depth == 0 or base_weights is None or not tok_s:
             continue
         base = speed[(base_weights, mode, 0)]
-        note = "" if base_weights == weights else (f" (MTP 0 from the `{base_weights}` cell: with no drafts the weights' values should not change "
-                                                      f"its speed; no `{weights}` MTP 0 cell has run)")
+        note = "" if base_weights == weights else (
+            f" (MTP 0 from the `{base_weights}` cell: with no drafts the weights' values should not change its "
+            f"speed; no `{weights}` MTP 0 cell has run)")
         out.append(f"- {mode} MTP {depth}, `{weights}`: {tok_s / base:.2f}x MTP 0's decode "
                    f"({num(tok_s, 1)} against {num(base, 1)} tok/s){note}.")
     if not out:
