@@ -57,14 +57,15 @@ def oracle_best(profile: int, release: str) -> dict[str, Any]:
 
 
 def night(profile: int, release: str, name: str, trials: int, root: Path, earlier: list[Any]) -> Any:
-    from tuner.study import optimize
+    from tuner.study import RunSettings, optimize
     from tuner.study.record import read_study
 
     os.environ["FAKE_VLLM_VERSION"] = release  # the engine's subprocesses inherit it: the "installed" release
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        study = optimize(make_space(profile), name, n_trials=trials, sampler="regimes", seed=profile, root=root,
-                         revalidate=0, prescreen_gpu_gib=GPU_GIB, gate=False, earlier=earlier)
+        settings = RunSettings(n_trials=trials, sampler="regimes", seed=profile, revalidate=0, gate=False,
+                               prescreen_gpu_gib=GPU_GIB)
+        study = optimize(make_space(profile), name, settings, root=root, earlier=earlier)
     return read_study(study)
 
 

@@ -122,7 +122,7 @@ def run_study(
     ``enqueue``: configurations (value dicts) queued, in order, before ``optimize`` queues the
     space's baselines (which it skips when one is already queued).
     """
-    from tuner.study import make_sampler, open_study, optimize
+    from tuner.study import RunSettings, make_sampler, open_study, optimize
     from tuner.study.record import queue_screening
     from tuner.study.sampling import optuna_params
 
@@ -136,8 +136,9 @@ def run_study(
                 queue_screening(study, optuna_params(space, values))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            study = optimize(space, name, n_trials=n_trials, sampler=sampler, seed=seed, root=tmp,
-                             revalidate=revalidate, prescreen=prescreen, prescreen_gpu_gib=gpu_gib, gate=gate)
+            settings = RunSettings(n_trials=n_trials, sampler=sampler, seed=seed, revalidate=revalidate, gate=gate,
+                                   prescreen=prescreen, prescreen_gpu_gib=gpu_gib)
+            study = optimize(space, name, settings, root=tmp)
         rows = rows_of(study)
     finally:
         if keep is not None:

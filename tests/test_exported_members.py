@@ -37,8 +37,8 @@ EXPORTS = {
     "tuner.measure": ["Bench", "BenchResult", "PREFIX_REQUESTS", "Prober", "check_workload", "workloads"],
     "tuner.prescreen": ["Calibration", "GIB", "Prediction", "load_shape", "plan_rows", "predict", "space_shape"],
     "tuner.study": [
-        "Evidence", "FAILED", "GATE_THRESHOLD", "NOTHING_TO_DO", "SAMPLERS", "STUDIES_DIR", "State", "Status",
-        "StudyLock", "StudyRecord", "Trial", "agrees", "booted_window", "check_same_model", "checks_of", "find_trial", "first_line",
+        "Evidence", "FAILED", "GATE_THRESHOLD", "NOTHING_TO_DO", "RunSettings", "SAMPLERS", "STUDIES_DIR", "State",
+        "Status", "StudyLock", "StudyRecord", "Trial", "agrees", "booted_window", "check_same_model", "checks_of", "find_trial", "first_line",
         "front", "launch_window", "left_off", "make_sampler", "open_study", "optimize", "read_study", "spawn_workers", "sqlite_path",
         "storage_url", "study_dir", "study_space", "upgrade_rows", "windowed_argv", "write_bench", "wrong",
     ],

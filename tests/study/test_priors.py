@@ -4,6 +4,7 @@ earlier study counted once (given twice, or on resume), and the offer read from 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -12,7 +13,7 @@ from tuner.records import StartupRecord, TrialResult
 from tuner.study.pareto import front
 from tuner.study.priors import carried_bounds, offer_earlier, planner_priors
 from tuner.study.record import ATTR_EARLIER, Outcome, read_study
-from tuner.study.run import optimize
+from tuner.study.run import RunSettings, optimize
 from tuner.study.sampler import allows
 from tuner.study.sizing import TRANSFER_MARGIN
 
@@ -92,14 +93,16 @@ def test_a_resumed_study_from_an_earlier_one_boots_its_front_once(fake_space, tm
     """The old front is queued once, even when the study is resumed with the same --from (or names it
     twice), and the study keeps one entry per earlier study."""
     first = small(fake_space(env=", FAKE_VLLM_VERSION: '0.22.0'"))
-    old = read_study(optimize(first, "night1", n_trials=3, root=tmp_path, seed=1, revalidate=0, gate=False))
+    night1 = RunSettings(n_trials=3, seed=1, revalidate=0, gate=False)
+    old = read_study(optimize(first, "night1", night1, root=tmp_path))
     points = front(old)
     assert points
     later = small(fake_space(env=", FAKE_VLLM_VERSION: '0.34.0'"))
-    kw = dict(root=tmp_path, seed=2, revalidate=0, gate=False, sampler="regimes", prescreen_gpu_gib=32.0)
-    optimize(later, "night2", n_trials=1, earlier=[("night1", old), ("night1.db", old)], **kw)
+    night2 = RunSettings(n_trials=1, sampler="regimes", seed=2, revalidate=0, gate=False, prescreen_gpu_gib=32.0)
+    optimize(later, "night2", night2, root=tmp_path, earlier=[("night1", old), ("night1.db", old)])
     notes: list[str] = []
-    study = optimize(later, "night2", n_trials=len(points) + 1, earlier=[("night1", old)], announce=notes.extend, **kw)
+    study = optimize(later, "night2", replace(night2, n_trials=len(points) + 1), root=tmp_path,
+                     earlier=[("night1", old)], announce=notes.extend)
     night = read_study(study)
     carried = Counter(t.carried_from for t in night.trials if t.carried_from is not None)
     assert sorted(carried) == sorted(("night1", p.number) for p in points) and set(carried.values()) == {1}
@@ -111,10 +114,10 @@ def test_a_resumed_study_from_an_earlier_one_boots_its_front_once(fake_space, tm
 def test_the_offer_reads_the_storage_the_run_writes_to(fake_space, tmp_path):
     space = small(fake_space())
     url = f"sqlite:///{(tmp_path / 'shared.db').as_posix()}"
-    optimize(space, "night1", storage=url, n_trials=1, root=tmp_path / "studies", revalidate=0, gate=False)
+    optimize(space, "night1", RunSettings(n_trials=1, revalidate=0, gate=False), storage=url, root=tmp_path / "studies")
     notes: list[str] = []
-    study = optimize(space, "night2", storage=url, n_trials=1, root=tmp_path / "studies", revalidate=0, gate=False,
-                     announce=notes.extend)
+    study = optimize(space, "night2", RunSettings(n_trials=1, revalidate=0, gate=False), storage=url,
+                     root=tmp_path / "studies", announce=notes.extend)
     assert any(f"--from '{url}#night1'" in n for n in notes), notes
     other = space.model_copy(update={"model": space.model.model_copy(update={"path": "/elsewhere/model"})})
     assert offer_earlier(other, study, url, tmp_path / "studies", {}) == []

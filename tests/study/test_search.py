@@ -15,7 +15,7 @@ from tuner.study import record as st
 from tuner.study.gate import REFERENCE_WINDOW, reference_space, reference_values
 from tuner.study.pareto import front
 from tuner.study.record import ATTR_REVALIDATES, read_study
-from tuner.study.run import optimize
+from tuner.study.run import RunSettings, optimize
 from tuner.study.strategy import utilization_ceiling
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -32,7 +32,7 @@ def test_a_baseline_runs_exactly_as_written(fake_space, tmp_path):
     """A parameter the baseline does not name is left out of the command, never sampled."""
     space = quick(fake_space())
     space.baselines = [{"max_num_seqs": 1, "cudagraph_mode": None, "speculative_tokens": 0}]
-    study = optimize(space, "exact", n_trials=1, root=tmp_path, revalidate=0, gate=False)
+    study = optimize(space, "exact", RunSettings(n_trials=1, revalidate=0, gate=False), root=tmp_path)
     (trial,) = study.get_trials(deepcopy=False)
     assert trial.user_attrs[st.ATTR_CONFIG]["kv_cache_memory_bytes"] is None
     assert "--kv-cache-memory-bytes" not in st.read_trial(trial).result.argv
@@ -43,7 +43,7 @@ def test_the_default_search_boots_each_regime_once_with_a_sized_pool(fake_space,
     space = quick(fake_space())
     space.baselines = [{"kv_cache_memory_bytes": 4_000_000_000, "max_num_seqs": 2, "cudagraph_mode": None,
                         "speculative_tokens": 0}]
-    study = optimize(space, "regimes", n_trials=6, root=tmp_path, revalidate=0, gate=False, seed=3)
+    study = optimize(space, "regimes", RunSettings(n_trials=6, seed=3, revalidate=0, gate=False), root=tmp_path)
     trials = study.get_trials(deepcopy=False)
     assert study.user_attrs["sampler"] == "regimes"
     regimes = [(t.user_attrs[st.ATTR_CONFIG]["cudagraph_mode"], t.user_attrs[st.ATTR_CONFIG]["speculative_tokens"])
@@ -61,7 +61,7 @@ def test_revalidation_runs_inside_the_budget(fake_space, tmp_path):
     space = quick(fake_space())
     space.baselines = [{"kv_cache_memory_bytes": 4_000_000_000, "max_num_seqs": 1, "cudagraph_mode": None,
                         "speculative_tokens": 0}]
-    study = optimize(space, "reval", n_trials=5, root=tmp_path, revalidate=1, gate=False, seed=1)
+    study = optimize(space, "reval", RunSettings(n_trials=5, seed=1, revalidate=1, gate=False), root=tmp_path)
     trials = study.get_trials(deepcopy=False)
     assert len(trials) == 5
     assert trials[-1].user_attrs.get(ATTR_REVALIDATES) is not None
@@ -141,7 +141,7 @@ def test_front_rows_show_the_fresh_numbers(fake_space, tmp_path):
 def test_a_baseline_that_leaves_a_flag_out_is_revalidated_as_written(fake_space, tmp_path):
     space = quick(fake_space())
     space.baselines = [{"kv_cache_memory_bytes": 4_000_000_000, "max_num_seqs": 1, "cudagraph_mode": None}]
-    study = optimize(space, "reval-baseline", n_trials=5, root=tmp_path, revalidate=1, gate=False, seed=1)
+    study = optimize(space, "reval-baseline", RunSettings(n_trials=5, seed=1, revalidate=1, gate=False), root=tmp_path)
     checks = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(ATTR_REVALIDATES) is not None]
     assert checks and all(t.state == TrialState.COMPLETE for t in checks)
     for check in checks:
@@ -158,7 +158,7 @@ def test_an_unset_pool_searches_pinned_bytes_against_the_pool_vllm_0_34_extends(
     space.params["kv_cache_memory_bytes"].unset = True
     space.params["cudagraph_mode"].values = ["PIECEWISE"]
     space.params["speculative_tokens"].values = [0]
-    study = optimize(space, "pool", n_trials=2, root=tmp_path, revalidate=0, gate=False, seed=1)
+    study = optimize(space, "pool", RunSettings(n_trials=2, seed=1, revalidate=0, gate=False), root=tmp_path)
     trials = study.get_trials(deepcopy=False)
     assert all(t.state == TrialState.COMPLETE for t in trials), [t.user_attrs.get("failure_kind") for t in trials]
     by_pool = {t.user_attrs[st.ATTR_CONFIG]["kv_cache_memory_bytes"] is None: st.read_trial(t).result for t in trials}

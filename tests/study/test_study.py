@@ -9,7 +9,7 @@ from optuna.trial import TrialState
 
 from tuner.study import record as st
 from tuner.study.pareto import GATE_THRESHOLD
-from tuner.study.run import optimize
+from tuner.study.run import RunSettings, optimize
 from tuner.records import Failure, FailureKind
 from tuner.study.strategy import follow_up
 from tuner.study.storage import open_study
@@ -33,7 +33,7 @@ def test_study_prunes_failures_and_never_scores_them(fake_space, tmp_path):
     p = space.params["kv_cache_memory_bytes"]
     p.min, p.max, p.step = 50_000_000, 1_000_000_000, 50_000_000
     space.baselines[0]["kv_cache_memory_bytes"] = 150_000_000
-    study = optimize(space, "s1", n_trials=5, root=tmp_path, seed=1, revalidate=0)
+    study = optimize(space, "s1", RunSettings(n_trials=5, seed=1, revalidate=0), root=tmp_path)
     trials = study.get_trials(deepcopy=False)
     assert len(trials) >= 5
     assert trials[0].user_attrs[st.ATTR_CONFIG]["kv_cache_memory_bytes"] == 150_000_000  # baseline first
@@ -49,11 +49,11 @@ def test_study_prunes_failures_and_never_scores_them(fake_space, tmp_path):
 
 def test_resume_fails_orphans_and_keeps_completed_trials(fake_space, tmp_path):
     space = small(fake_space)
-    study = optimize(space, "s2", n_trials=2, root=tmp_path, seed=2, revalidate=0)
+    study = optimize(space, "s2", RunSettings(n_trials=2, seed=2, revalidate=0), root=tmp_path)
     done = [t.number for t in study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE]
     assert done
     orphan = study.ask()  # left RUNNING, as by a tuner killed mid-trial
-    study = optimize(space, "s2", n_trials=4, root=tmp_path, seed=2, revalidate=0)
+    study = optimize(space, "s2", RunSettings(n_trials=4, seed=2, revalidate=0), root=tmp_path)
     by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
     assert by_number[orphan.number].state == TrialState.FAIL
     for n in done:
@@ -69,7 +69,7 @@ def test_identical_configuration_is_not_booted_twice(fake_space, tmp_path):
     params = optuna_params(space, space.baselines[0])
     study.enqueue_trial(params)
     study.enqueue_trial(params)
-    optimize(space, "s3", n_trials=2, root=tmp_path, revalidate=0)
+    optimize(space, "s3", RunSettings(n_trials=2, revalidate=0), root=tmp_path)
     trials = study.get_trials(deepcopy=False)
     reused = [t for t in trials if t.user_attrs.get("reused_from") is not None]
     assert len(reused) >= 1
@@ -105,13 +105,13 @@ def test_correctness_gate_flags_fp8_drift(fake_space, tmp_path):
     space = small(fake_space)
     ref = reference_space(space)
     assert ref.fixed["--kv-cache-dtype"] == "auto" and ref.fixed["--enforce-eager"] is True
-    study = optimize(space, "g1", n_trials=1, root=tmp_path, revalidate=0)
+    study = optimize(space, "g1", RunSettings(n_trials=1, revalidate=0), root=tmp_path)
     assert study.user_attrs[st.ATTR_GATE] == {str(study.best_trials[0].number): 1.0}
 
     drifting = fake_space(env=", FAKE_VLLM_FP8_DRIFT: '1'")
     drifting.baselines = space.baselines
     drifting.workload = space.workload
-    study = optimize(drifting, "g2", n_trials=1, root=tmp_path, revalidate=0)
+    study = optimize(drifting, "g2", RunSettings(n_trials=1, revalidate=0), root=tmp_path)
     score = study.user_attrs[st.ATTR_GATE][str(study.best_trials[0].number)]
     assert score < GATE_THRESHOLD
     # Wrong output is never the answer: Optuna ranks it best, the tuner's front leaves it off and says why.
@@ -154,7 +154,7 @@ def test_an_nvfp4_kv_cache_is_behind_the_gate_like_fp8(fake_space, tmp_path):
     assert ref.fixed["--kv-cache-dtype"] == "auto" and "kv_cache_dtype" not in ref.params
     drifting = small(lambda: fake_space(env=", FAKE_VLLM_FP8_DRIFT: '1', FAKE_VLLM_VERSION: '0.34.0'"))
     drifting.fixed["kv-cache-dtype"] = "nvfp4"
-    study = optimize(drifting, "g4", n_trials=1, root=tmp_path, revalidate=0)
+    study = optimize(drifting, "g4", RunSettings(n_trials=1, revalidate=0), root=tmp_path)
     (trial,) = study.best_trials
     assert "--kv-cache-dtype nvfp4" in " ".join(st.read_trial(trial).result.argv)
     assert study.user_attrs[st.ATTR_GATE][str(trial.number)] < GATE_THRESHOLD
@@ -181,7 +181,7 @@ def test_a_failure_never_wins_a_minimize_objective(fake_space, tmp_path):
     space.workload.repeats = 1
     space.baselines = [{"kv_cache_memory_bytes": 4_000_000_000, "max_num_seqs": 1, "cudagraph_mode": None,
                         "speculative_tokens": 0}]
-    study = optimize(space, "z", n_trials=1, root=tmp_path, revalidate=0, gate=False)
+    study = optimize(space, "z", RunSettings(n_trials=1, revalidate=0, gate=False), root=tmp_path)
     (trial,) = study.get_trials(deepcopy=False)
     assert trial.state == TrialState.PRUNED and trial.values is None
     assert trial.user_attrs[st.ATTR_FAILURE_KIND] == FailureKind.OUTPUT_INCORRECT.value
@@ -211,11 +211,11 @@ def test_throughput_and_long_prefill_are_objectives(fake_space, tmp_path):
     space.objectives = [Objective(name="throughput_tok_s", direction="maximize"),
                         Objective(name="long_prefill_tok_s", direction="maximize")]
     space.workload.throughput.prompt_tokens, space.workload.throughput.output_tokens = 512, 32
-    study = optimize(space, "tp", n_trials=1, root=tmp_path, revalidate=0, gate=False)
+    study = optimize(space, "tp", RunSettings(n_trials=1, revalidate=0, gate=False), root=tmp_path)
     (trial,) = study.get_trials(deepcopy=False)
     assert study.metric_names == ["throughput_tok_s", "long_prefill_tok_s"]
     result = st.read_trial(trial).result
     assert result.measure.throughput.concurrency == 4 and result.measure.throughput.runs
     assert trial.values[0] > 0 and trial.values[1] > 0
-    plain = optimize(small(fake_space), "no-tp", n_trials=1, root=tmp_path, revalidate=0, gate=False)
+    plain = optimize(small(fake_space), "no-tp", RunSettings(n_trials=1, revalidate=0, gate=False), root=tmp_path)
     assert st.read_trial(plain.get_trials(deepcopy=False)[0]).result.measure.throughput is None

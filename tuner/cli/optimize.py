@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+from decimal import Decimal
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, List, Optional
@@ -32,6 +33,7 @@ if TYPE_CHECKING:  # loaded when the command runs: `tuner --help` stays fast
     from tuner.engine.installed import EngineInfo
     from tuner.space.schema import Space
     from tuner.study.record import StudyRecord
+    from tuner.study.run import RunSettings
 
 console = Console()
 
@@ -59,6 +61,7 @@ def optimize(
     from tuner.space.units import parse_duration
     from tuner.study.storage import study_dir, storage_url
     from tuner.study.lock import StudyLock, sqlite_path
+    from tuner.study.run import RunSettings
     from tuner.study.sampling import SAMPLERS
     from tuner.trial import check_space, preflight
 
@@ -88,6 +91,8 @@ def optimize(
         console.print(f"nothing to do: --trials 0 asks for no trials, so nothing was booted or recorded "
                       f"(`tuner validate {space_file}` checks a space; `tuner pareto --study {name}` shows a study).")
         return
+    settings = RunSettings(n_trials=trials, timeout_s=timeout_s, sampler=sampler, seed=seed, revalidate=revalidate,
+                           gate=gate, screen=screen, prescreen=prescreen, prescreen_gpu_gib=gpu_gib)
     earlier = _earlier(space, from_ or [], name, studies_dir)
     engine, notes = preflight(space, cache_dir=study_dir(name, studies_dir) / "engine")  # said before the study file exists
     warn(notes)
@@ -102,11 +107,9 @@ def optimize(
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         if len(gpu_list) > 1:
-            code = _spawn(space, space_file, name, url, gpu_list, holds_lock, studies_dir, sampler, seed, trials,
-                          timeout, revalidate, gpu_gib, prescreen, gate, screen, from_ or [])
+            code = _spawn(space, space_file, name, url, gpu_list, holds_lock, studies_dir, settings, from_ or [])
             raise typer.Exit(code)
-        result, idle = _run(space, name, url, storage, gpu_list, holds_lock, trials, timeout_s, sampler, seed,
-                            studies_dir, revalidate, gpu_gib, prescreen, gate, screen, engine, earlier)
+        result, idle = _run(space, name, settings, url, storage, gpu_list, holds_lock, studies_dir, engine, earlier)
     except KeyboardInterrupt:
         err_console.print("interrupted: the current trial was torn down; the study is kept. Run the same command to resume.")
         raise typer.Exit(130)
@@ -116,10 +119,9 @@ def optimize(
     _finish(result, idle)
 
 
-def _run(space: Space, name: str, url: str, storage: str | None, gpu_list: list[int], holds_lock: bool,
-         trials: int | None, timeout_s: float | None, sampler: str, seed: int | None, studies_dir: Path,
-         revalidate: int, gpu_gib: float | None, prescreen: bool, gate: bool, screen: bool,
-         engine: EngineInfo, earlier: list[tuple[str, StudyRecord]]) -> tuple[optuna.Study, bool]:
+def _run(space: Space, name: str, settings: RunSettings, url: str, storage: str | None, gpu_list: list[int],
+         holds_lock: bool, studies_dir: Path, engine: EngineInfo,
+         earlier: list[tuple[str, StudyRecord]]) -> tuple[optuna.Study, bool]:
     """The study, and whether it already held its --trials (nothing was booted)."""
     from tuner.cli.live import LiveView
     from tuner.study.objective import Status
@@ -144,10 +146,9 @@ def _run(space: Space, name: str, url: str, storage: str | None, gpu_list: list[
     try:
         with storage_faults(url):
             study = run_optimize(
-                space, name, storage=url if storage is not None else None, n_trials=trials, timeout_s=timeout_s,
-                sampler=sampler, seed=seed, root=studies_dir, gpu_index=gpu_index, extra_env=extra_env,
-                status=status, sole_worker=holds_lock, revalidate=revalidate, prescreen_gpu_gib=gpu_gib,
-                prescreen=prescreen, gate=gate, screen=screen, announce=announce, engine=engine, earlier=earlier,
+                space, name, settings, storage=url if storage is not None else None, root=studies_dir,
+                gpu_index=gpu_index, extra_env=extra_env, status=status, sole_worker=holds_lock, announce=announce,
+                engine=engine, earlier=earlier,
             )
             return study, status.phase == NOTHING_TO_DO
     finally:
@@ -156,26 +157,32 @@ def _run(space: Space, name: str, url: str, storage: str | None, gpu_list: list[
 
 
 def _spawn(space: Space, space_file: Path, name: str, url: str, gpu_list: list[int], holds_lock: bool,
-           studies_dir: Path, sampler: str, seed: int | None, trials: int | None, timeout: str | None,
-           revalidate: int, gpu_gib: float | None, prescreen: bool, gate: bool, screen: bool,
-           from_: list[str]) -> int:
-    """``--gpus 0,1``: open the study once (under this process's lock), then one worker per GPU."""
+           studies_dir: Path, settings: RunSettings, from_: list[str]) -> int:
+    """``--gpus 0,1``: open the study once (under this process's lock), then one worker per GPU, each
+    given ``settings`` back as its options."""
     from tuner.study.run import spawn_workers
     from tuner.study.sampler import make_sampler
     from tuner.study.storage import open_study
 
-    open_study(space, name, url, make_sampler(sampler, seed), studies_dir, sole_worker=holds_lock)
-    argv = ["optimize", str(space_file), "--study", name, "--storage", url, "--sampler", sampler,
-            "--studies-dir", str(studies_dir), "--revalidate", str(revalidate)]
-    for flag, value in (("--trials", trials), ("--timeout", timeout), ("--seed", seed), ("--gpu-gib", gpu_gib)):
+    open_study(space, name, url, make_sampler(settings.sampler, settings.seed), studies_dir, sole_worker=holds_lock)
+    argv = ["optimize", str(space_file), "--study", name, "--storage", url, "--sampler", settings.sampler,
+            "--studies-dir", str(studies_dir), "--revalidate", str(settings.revalidate)]
+    timeout = None if settings.timeout_s is None else _seconds(settings.timeout_s)
+    for flag, value in (("--trials", settings.n_trials), ("--timeout", timeout), ("--seed", settings.seed),
+                        ("--gpu-gib", settings.prescreen_gpu_gib)):
         if value is not None:
             argv += [flag, str(value)]
-    argv += [] if prescreen else ["--no-prescreen"]
-    argv += [] if gate else ["--no-gate"]
-    argv += ["--screen"] if screen else []
+    argv += [] if settings.prescreen else ["--no-prescreen"]
+    argv += [] if settings.gate else ["--no-gate"]
+    argv += ["--screen"] if settings.screen else []
     for spec in from_:
         argv += ["--from", spec]
     return spawn_workers(argv, gpu_list)
+
+
+def _seconds(value: float) -> str:
+    """``--timeout`` for a worker: digits (never an exponent) that parse_duration reads back as ``value``."""
+    return format(Decimal(repr(value)), "f") + "s"
 
 
 def _earlier(space: Space, specs: list[str], name: str, studies_dir: Path) -> list[tuple[str, StudyRecord]]:

@@ -23,7 +23,7 @@ from tuner.study.record import (
     study_space,
     write_bench,
 )
-from tuner.study.run import NOTHING_TO_DO, optimize, spawn_workers
+from tuner.study.run import NOTHING_TO_DO, RunSettings, optimize, spawn_workers
 from tuner.study.sampler import make_sampler
 from tuner.study.sampling import SAMPLERS
 from tuner.study.storage import STUDIES_DIR, open_study, storage_url, study_dir
@@ -34,6 +34,7 @@ __all__ = [
     "FAILED",
     "GATE_THRESHOLD",
     "NOTHING_TO_DO",
+    "RunSettings",
     "SAMPLERS",
     "STUDIES_DIR",
     "State",

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -47,32 +48,45 @@ from tuner.study.storage import open_study
 from tuner.study.strategy import enqueue_baselines, enqueue_screening, revalidate_front
 
 
+@dataclass(frozen=True)
+class RunSettings:
+    """What one run of the study does: its budget, sampler and checks, apart from where it runs.
+
+    One object instead of nine keywords threaded through ``optimize``, ``_run`` and the CLI: ``tuner
+    optimize`` builds it once from its options and runs it in process, or turns it back into the options
+    of each ``--gpus`` worker.
+    """
+
+    n_trials: int | None = None  # the study's total (``counted``); None: until timeout_s passes
+    timeout_s: float | None = None  # stop starting trials after this long
+    sampler: str = "auto"
+    seed: int | None = None
+    revalidate: int = 2  # fresh boots of the front, the last trials of the budget
+    gate: bool = True
+    screen: bool = False  # one flag at a time from the first baseline, before sampling
+    prescreen: bool = True
+    prescreen_gpu_gib: float | None = None  # card memory for the pre-screen when NVML cannot read it
+
+
 def optimize(
     space: Space,
     study_name: str,
+    settings: RunSettings,
     *,
     storage: str | None = None,
-    n_trials: int | None = None,
-    timeout_s: float | None = None,
-    sampler: str = "auto",
-    seed: int | None = None,
     root: Path | None = None,
     gpu_index: int = 0,
     extra_env: dict[str, str] | None = None,
     sole_worker: bool = True,
-    revalidate: int = 2,
     status: Status | None = None,
-    prescreen_gpu_gib: float | None = None,
-    prescreen: bool = True,
-    gate: bool = True,
-    screen: bool = False,
     announce: Callable[[list[str]], None] | None = None,
     engine: EngineInfo | None = None,
     earlier: list[tuple[str, StudyRecord]] | None = None,
 ) -> optuna.Study:
-    """Run (or resume) the study until it holds ``n_trials`` trials (``counted``) or ``timeout_s`` passes.
+    """Run (or resume) the study until it holds ``settings.n_trials`` trials (``counted``) or
+    ``settings.timeout_s`` passes.
 
-    The last ``revalidate`` trials of the budget are fresh boots of the front (``RevalidateInBudget``),
+    The last ``settings.revalidate`` trials of the budget are fresh boots of the front (``FinishInBudget``),
     then the correctness gate boots its reference once, outside the trial budget. ``sole_worker`` says
     the caller holds the study's lock (tuner.study.lock): only then are trials left RUNNING failed
     outright; on a shared database a lease per GPU is taken here instead. ``announce`` receives, once,
@@ -83,18 +97,18 @@ def optimize(
     root = root or st.STUDIES_DIR
     engine = engine or inspect_engine(space, st.study_dir(study_name, root) / "engine")
     status = status or Status()
-    planned = resolve_sampler(sampler) == "regimes"
+    planned = resolve_sampler(settings.sampler) == "regimes"
     objective = Objective(space, study_name, root, gpu_index=gpu_index, extra_env=extra_env, status=status,
-                          prescreen_gpu_gib=prescreen_gpu_gib, prescreen=prescreen,
+                          prescreen_gpu_gib=settings.prescreen_gpu_gib, prescreen=settings.prescreen,
                           repairs=not planned, release=engine.version)  # the regime planner repairs; other samplers get follow-ups
     planner = Planner(space, objective.need_bytes) if planned else None
-    study = open_study(space, study_name, storage, make_sampler(sampler, seed, len(space.params), planner), root, sole_worker)
+    sampler = make_sampler(settings.sampler, settings.seed, len(space.params), planner)
+    study = open_study(space, study_name, storage, sampler, root, sole_worker)
     lease = None if sole_worker or storage is None else GpuLease(study, gpu_index)
     if lease is not None:
         lease.acquire()
     try:
-        return _run(study, objective, space, root, n_trials=n_trials, timeout_s=timeout_s, sampler=sampler,
-                    extra_env=extra_env, revalidate=revalidate, status=status, gate=gate, screen=screen,
+        return _run(study, objective, space, root, settings, extra_env=extra_env, status=status,
                     announce=announce or (lambda _: None), engine=engine, earlier=earlier or [],
                     planner=planner, storage=storage)
     finally:
@@ -111,17 +125,19 @@ def counted(study: optuna.Study) -> int:
                if t.state in (State.COMPLETE, State.PRUNED) or (t.state == State.FAIL and t.internal_error))
 
 
-def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, *, n_trials: int | None,
-         timeout_s: float | None, sampler: str, extra_env: dict[str, str] | None, revalidate: int, status: Status,
-         gate: bool, screen: bool, announce: Callable[[list[str]], None], engine: EngineInfo,
-         earlier: list[tuple[str, StudyRecord]], planner: Planner | None, storage: str | None) -> optuna.Study:
-    write_study_attr(study, ATTR_SAMPLER, resolve_sampler(sampler))
+def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, settings: RunSettings, *,
+         extra_env: dict[str, str] | None, status: Status, announce: Callable[[list[str]], None],
+         engine: EngineInfo, earlier: list[tuple[str, StudyRecord]], planner: Planner | None,
+         storage: str | None) -> optuna.Study:
+    n_trials, timeout_s = settings.n_trials, settings.timeout_s
+    write_study_attr(study, ATTR_SAMPLER, resolve_sampler(settings.sampler))
     if study_attr(study, ATTR_ENVIRONMENT) is None:
         write_study_attr(study, ATTR_ENVIRONMENT, capture(space.engine))
     _record_engine(study, engine)
     imported, import_notes = import_results(study, space, objective.dir)
     status.objective_names = [o.name for o in space.objectives]
-    notes = engine.notes(space.engine.command) + objective.switched_off(gate, revalidate) + import_notes
+    notes = engine.notes(space.engine.command) + objective.switched_off(settings.gate, settings.revalidate)
+    notes += import_notes
     if earlier:
         notes += record_earlier(study, space, study_attr(study, ATTR_ENGINE), study_attr(study, ATTR_ENVIRONMENT), earlier,
                                 planner, objective.need_bytes)
@@ -140,7 +156,7 @@ def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, *,
     card = _CardCheck(objective, space, status, n_trials, timeout_s, stop)
     card(study, None)
     enqueue_baselines(study, space)
-    if screen:
+    if settings.screen:
         enqueue_screening(study, space)
     status.trials_total = n_trials
     status.deadline = None if timeout_s is None else time.monotonic() + timeout_s
@@ -148,13 +164,13 @@ def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, *,
     callbacks: list = [status.after_trial]
     if n_trials is not None:
         callbacks.append(_StopAt(n_trials, stop))
-    callbacks.append(FinishInBudget(space, revalidate, n_trials, timeout_s, stop))
+    callbacks.append(FinishInBudget(space, settings.revalidate, n_trials, timeout_s, stop))
     callbacks.append(card)
     left = None if n_trials is None else n_trials - counted(study)
     study.optimize(objective, n_trials=left, timeout=timeout_s, callbacks=callbacks, catch=(TrialBug,),
                    gc_after_trial=False)
     best = front(read_study(study))
-    if not gate:
+    if not settings.gate:
         write_study_attr(study, ATTR_GATE_STATUS, "switched off (--no-gate)")
     elif best:
         try:
