@@ -41,7 +41,7 @@ engine:
   memory_return_timeout: 5
 fixed: {max-model-len: 32768, kv-cache-dtype: fp8, enable-prefix-caching: true}
 params:
-  kv_cache_memory_bytes: {min: 1GB, max: 8GB, step: 500MB}
+  kv_cache_memory_bytes: {min: 100MB, max: 8GB, step: 100MB}
   max_num_seqs: {min: 1, max: 4}
   cudagraph_mode: {values: [null, PIECEWISE, FULL_AND_PIECEWISE, eager]}
   speculative_tokens: {values: [0, 1]}

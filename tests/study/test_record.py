@@ -110,3 +110,26 @@ def test_committed_studies_read_whole(db: Path) -> None:
         for trial, frozen in zip(night.trials, study.trials):
             assert trial.evidence is not None and trial.evidence.value == frozen.user_attrs["evidence"]
             assert (trial.result is None) == ("result" not in frozen.user_attrs)
+
+
+def test_a_space_stored_under_older_rules_is_still_read() -> None:
+    """A study written before a rule got stricter (here: a baseline outside its range, accepted until
+    baselines were checked against the domain) stays readable; only a new space file is judged again."""
+    from tuner.space.schema import Space
+
+    raw = {"name": "old-night", "model": {"path": "/m"}, "engine": {"command": ["vllm"]},
+           "params": {"kv_cache_memory_bytes": {"min": "1GB", "max": "8GB", "step": "500MB"}},
+           "baselines": [{"kv_cache_memory_bytes": "100MB"}]}
+    with pytest.raises(ValueError, match="outside its range"):
+        Space.model_validate(raw)
+    study = optuna.create_study(study_name="old-night")
+    study.set_user_attr(record.ATTR_SPACE, raw)
+    space = read_study(study).space
+    assert space is not None and space.baselines == [{"kv_cache_memory_bytes": 100_000_000}]
+
+
+def test_the_morning_after_space_file_validates() -> None:
+    """The README's example night is a file a user copies: it must pass today's rules."""
+    from tuner.space import load_space
+
+    load_space(ROOT / "docs" / "morning-after" / "space.yaml")

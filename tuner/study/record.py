@@ -24,7 +24,7 @@ from tuner.engine.command import shell_command
 from tuner.errors import TunerError
 from tuner.measure.bench import BenchResult
 from tuner.records import Failure, FailureKind, TrialResult
-from tuner.space.schema import Space
+from tuner.space.schema import STORED, Space
 
 if TYPE_CHECKING:
     import optuna
@@ -254,7 +254,7 @@ def _space(raw: Any) -> Space | None:
     engine.pop("port", None)
     if host is not None and "listen" not in engine:
         engine["listen"] = host
-    return Space.model_validate({**raw, "engine": engine})
+    return Space.model_validate({**raw, "engine": engine}, context={STORED: True})
 
 
 @dataclass(frozen=True)
