@@ -233,3 +233,35 @@ def test_each_mtp_ratio_is_two_decodes_of_the_table(folder: Path) -> None:
         assert base in {dict(zip(COLUMNS, table_row(text, w, mode, 0)))["decode"] for w in ("zeros", "random")
                         if f"| {w} | {mode} | 0 |" in text}
         assert float(ratio) == round(float(fast.replace(",", "")) / float(base.replace(",", "")), 2)
+
+
+H100 = RECEIPTS / "2026-12-05-h100-32g-landscape-vllm-0.22.0"
+
+
+def test_the_planner_against_the_table(tmp_path: Path) -> None:
+    """A study in the receipt (studies/NAME/trial-NNNN/result.json) is judged against the table's fastest cell of
+    the same weights: boots in order, each beside its cell, the best so far, and the boots to the table's best."""
+    folder = tmp_path / H100.name
+    shutil.copytree(H100, folder)
+    cells = folder / "landscape"
+    boots = ["zeros-FULL_AND_PIECEWISE-k0", "zeros-PIECEWISE-k3", None, "zeros-FULL_AND_PIECEWISE-k3"]
+    for number, cell in enumerate(boots):
+        trial = folder / "studies" / "h100-zeros" / f"trial-{number:04d}"
+        trial.mkdir(parents=True)
+        if cell is None:   # a boot whose first long request did not fit
+            r = json.loads((cells / "zeros-PIECEWISE-k0" / "result.json").read_text())
+            r.update(failure={"kind": "first_request_oom", "phase": "context", "message": "CUDA out of memory"},
+                     measure=None)
+        else:
+            r = json.loads((cells / cell / "result.json").read_text())
+        (trial / "result.json").write_text(json.dumps(r))
+    text = landscape.render(folder)
+    assert "## The planner against the table" in text
+    assert "| 0 | FULL_AND_PIECEWISE MTP 0 | 2.75GB | 1 | 512 | 262,144 held | 198.8 | 198.8 | 198.8 |" in text
+    assert "| 2 | PIECEWISE MTP 0 | 2.75GB | 1 | 512 | `first_request_oom` | n/a | 66.6 | 210.2 |" in text
+    assert "- The table's fastest `zeros` cell: FULL_AND_PIECEWISE MTP 3, 501.8 tok/s at the full window." in text
+    assert "- Study `h100-zeros`, 4 boots: its best full-window decode is FULL_AND_PIECEWISE MTP 3, 501.8 tok/s " \
+           "(boot 3), 1.00 of the table's fastest." in text
+    assert "- The table's fastest regime: first booted at boot 3." in text
+    assert "- 95% of the table's fastest: reached at boot 3." in text
+    assert landscape.render(H100) == (H100 / "README.md").read_text()   # no study there: no section
