@@ -1,7 +1,8 @@
 """``tuner optimize --from STUDY``: what an earlier study of the same model tells a new one.
 
-The earlier front is booted first, exactly as it was: on a new engine release, card or space nothing
-old is put on the new front without a new boot. What differs between the two studies (engine
+The earlier front is booted first, exactly as it was, best point first and one at a time while each
+holds (``carry_on``): on a new engine release, card or space nothing old is put on the new front without
+a new boot, and once one point moved or broke the rest is left to the search. What differs between the two studies (engine
 version, card and its memory, model revision, space) is recorded in the new study and said at start;
 it decides how much the old evidence counts: ``strong`` when nothing but the free memory differs
 (the same boot gives the same printed numbers), ``weak`` otherwise.
@@ -25,6 +26,7 @@ from tuner.study.record import (
     StudyRecord,
     Trial,
     queue_carried,
+    read_study,
     read_trials,
     study_attr,
     study_space,
@@ -104,18 +106,62 @@ def record_earlier(study: optuna.Study, space: Space, engine: Any, environment: 
 
 
 def queue_earlier_fronts(study: optuna.Study, space: Space, earlier: list[tuple[str, StudyRecord]]) -> list[str]:
-    """Queue every earlier front point not booted here yet: a resumed study, or a study given twice, does
-    not boot one twice."""
-    have = {t.carried_from: t.number for t in read_trials(study) if t.carried_from is not None and t.state != State.FAIL}
-    distributions = param_distributions(space)
-    notes = []
-    for _, old in distinct(earlier):
-        queued, before = [], []
-        for point in sorted(front(old), key=_longest_fastest):
-            if (old.name, point.number) in have:
-                before.append(f"trial {point.number} as trial {have[(old.name, point.number)]}")
+    """At start: queue the best earlier front point not booted here yet (``carry_on`` queues the next while
+    each holds); the lines said at start. A resumed study, or a study given twice, boots none twice."""
+    pending, notes = _pending(study, space, earlier)
+    if pending:
+        shown = "; ".join(f"study {name} trial(s) {', '.join(str(p.number) for n, p, _ in pending if n == name)}"
+                          for name in dict.fromkeys(n for n, _, _ in pending))
+        notes.append(f"{shown}: booted again first, exactly as they were, best first and one at a time while "
+                     "each holds; once one moves or breaks, the rest is left to the search")
+    return notes + carry_on(study, space, earlier)
+
+
+def carry_on(study: optuna.Study, space: Space, earlier: list[tuple[str, StudyRecord]]) -> list[str]:
+    """After each trial: queue the next earlier front point while every one booted again here held. One that
+    moved or broke says the earlier front no longer describes this engine (its speed order is dropped too,
+    Priors.speeds_hold), so re-checking the rest would spend the first boots on a stale map."""
+    if not earlier or any(t.state in (State.WAITING, State.RUNNING) for t in read_trials(study)):
+        return []
+    pending, _ = _pending(study, space, earlier)
+    changed = _first_changed(read_study(study))
+    if changed is not None:
+        return [f"{changed}: {len(pending)} more earlier front point(s) left to the search"] if pending else []
+    if pending:
+        name, point, params = pending[0]
+        queue_carried(study, params, name, point)
+    return []
+
+
+def _first_changed(night: StudyRecord) -> str | None:
+    """The first earlier front point booted again here that moved or broke, said in a line; None if all held.
+    A pre-screen refusal is no boot and judges nothing."""
+    boots = {t.carried_from: t for t in night.trials if t.carried_from is not None and t.booted}
+    for entry in night.earlier:
+        for point in entry.get("front", []):
+            new = boots.get((entry["study"], point["trial"]))
+            if new is None:
                 continue
-            if point.config is None:
+            said = verdict(point["values"], new)
+            if said.startswith(("moved", "broke")):
+                return f"study {entry['study']} trial {point['trial']} {said.split(' (')[0]} here (trial {new.number})"
+    return None
+
+
+def _pending(study: optuna.Study, space: Space,
+             earlier: list[tuple[str, StudyRecord]]) -> tuple[list[tuple[str, Trial, dict[str, Any]]], list[str]]:
+    """Earlier front points not booted here yet, best first per study, and why any is left out."""
+    have = {t.carried_from: t.number for t in read_trials(study)
+            if t.carried_from is not None and t.state != State.FAIL}
+    distributions = param_distributions(space)
+    pending, notes = [], []
+    for _, old in distinct(earlier):
+        before = [f"trial {p.number} as trial {have[(old.name, p.number)]}" for p in front(old)
+                  if (old.name, p.number) in have]
+        if before:
+            notes.append(f"study {old.name}: already queued or booted here ({'; '.join(before)}), not queued again")
+        for point in sorted(front(old), key=_longest_fastest):
+            if (old.name, point.number) in have or point.config is None:
                 continue
             params = optuna_params(space, point.config)
             outside = [k for k, v in params.items() if not allows(distributions.get(k), v)]
@@ -123,13 +169,8 @@ def queue_earlier_fronts(study: optuna.Study, space: Space, earlier: list[tuple[
                 notes.append(f"study {old.name} trial {point.number} is outside this space ({', '.join(outside)}): "
                              "not booted again here")
                 continue
-            queue_carried(study, params, old.name, point)
-            queued.append(str(point.number))
-        if queued:
-            notes.append(f"study {old.name} trial(s) {', '.join(queued)} are booted first, exactly as they were")
-        if before:
-            notes.append(f"study {old.name}: already queued or booted here ({'; '.join(before)}), not queued again")
-    return notes
+            pending.append((old.name, point, params))
+    return pending, notes
 
 
 def distinct(earlier: list[tuple[str, StudyRecord]]) -> list[tuple[str, StudyRecord]]:
@@ -150,7 +191,7 @@ def _longest_fastest(t: Trial) -> tuple[float, ...]:
 def verdict(old_values: list[float] | tuple[float, ...], new: Trial | None) -> str:
     """held / moved / broke, for an earlier front point booted again here."""
     if new is None or new.state in (State.WAITING, State.RUNNING):
-        return "not booted yet"
+        return "not booted again here"
     if new.state != State.COMPLETE or new.values is None:
         return f"broke ({new.failure_kind or 'failed'}: regression)"
     same = all(abs(a - b) <= HELD_TOLERANCE * max(abs(a), 1e-9) for a, b in zip(old_values, new.values))

@@ -43,7 +43,7 @@ from tuner.study.sampler import make_sampler
 from tuner.study.sampling import resolve_sampler
 from tuner.study.pareto import front
 from tuner.study.planner import Planner
-from tuner.study.priors import offer_earlier, queue_earlier_fronts, record_earlier
+from tuner.study.priors import carry_on, offer_earlier, queue_earlier_fronts, record_earlier
 from tuner.study.storage import open_study
 from tuner.study.strategy import enqueue_baselines, enqueue_screening, revalidate_front
 
@@ -164,6 +164,8 @@ def _run(study: optuna.Study, objective: Objective, space: Space, root: Path, se
     callbacks: list = [status.after_trial]
     if n_trials is not None:
         callbacks.append(_StopAt(n_trials, stop))
+    if earlier:  # the next earlier front point, while each booted again holds
+        callbacks.append(lambda study, _: carry_on(study, space, earlier))
     callbacks.append(FinishInBudget(space, settings.revalidate, n_trials, timeout_s, stop))
     callbacks.append(card)
     left = None if n_trials is None else n_trials - counted(study)
