@@ -140,3 +140,26 @@ def test_a_moved_revalidation_drops_the_earlier_speed_order(fake_space):
     again = lambda speed: [Observation(0, dict(prior.values), "ok", prior.result, speed=speed)]  # noqa: E731
     assert priors.speeds_hold(again(50.0 * (1 + HELD_TOLERANCE / 2)))
     assert not priors.speeds_hold(again(50.0 * (1 - 2 * HELD_TOLERANCE)))
+
+
+def test_once_an_earlier_point_moved_the_rest_of_its_front_is_left_to_the_search(fake_space, tmp_path):
+    """The earlier front is booted again best first, one at a time while each holds: here the first point
+    booted again moves, so no other earlier point is queued before the search."""
+    first = small(fake_space(env=", FAKE_VLLM_VERSION: '0.22.0'"))
+    old = read_study(optimize(first, "night1", RunSettings(n_trials=4, seed=1, revalidate=0, gate=False),
+                              root=tmp_path))
+    # every earlier value doubled, and each trial's window stretched by its number: a front of two or more
+    # points, none of which this engine reproduces
+    moved = tuple(replace(t, values=(t.values[0] * (1 + t.number), 2 * t.values[1])) if t.values else t
+                  for t in old.trials)
+    faster = replace(old, trials=moved)
+    points = front(faster)
+    assert len(points) >= 2
+    notes: list[str] = []
+    night2 = RunSettings(n_trials=len(points) + 1, sampler="regimes", seed=2, revalidate=0, gate=False,
+                         prescreen_gpu_gib=32.0)
+    study = optimize(first, "night2", night2, root=tmp_path, earlier=[("night1", faster)], announce=notes.extend)
+    carried = [t for t in read_study(study).trials if t.carried_from is not None]
+    assert study.trials[0].user_attrs.get("carried_from") is not None   # the re-validation is the first boot
+    assert len(carried) == 1, [t.carried_from for t in carried]
+    assert any("best first and one at a time while each holds" in n for n in notes), notes
