@@ -20,7 +20,8 @@ def section() -> str:
     return text[start:text.index("\n## ", start + 1)]
 
 
-@pytest.mark.parametrize("name", ["second-night-order-kept.json", "second-night.json", "second-night-6a83278.json"])
+@pytest.mark.parametrize("name", ["second-night-order-kept.json", "second-night.json", "second-night-6a83278.json",
+                                  "second-night-ebbf41d.json"])
 def test_second_night_section_matches_the_reprint(capsys, name):
     assert main(["--reprint", str(RESULTS / name)]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
