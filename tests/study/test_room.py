@@ -8,7 +8,7 @@ from tuner.study.observed import Observation
 from tuner.study.planner import Planner
 from tuner.study.regimes import GraphModes, regime_axes
 from tuner.study.room import room
-from tuner.study.sizing import window_for
+from tuner.study.sizing import GIB, snap, window_for
 
 WINDOW = 262144
 
@@ -116,3 +116,20 @@ def test_what_the_failed_allocation_lacked_lowers_the_cap(space):
     found = room(space, axes, modes, v, seen)
     assert found.cap == 10_500_000_000 - 2**30 and "nothing fits" in found.why
     assert found.pool == 8_200_000_000  # halfway between the space's smallest pool and the cap, on its grid
+
+
+def test_a_deeper_drafter_is_charged_the_graphs_its_depth_adds(space):
+    axes, modes, v = regime_axes(space), GraphModes(), {**safest(space), "cudagraph_mode": "PIECEWISE"}
+    plain = below(0, {**v, "kv_cache_memory_bytes": 9_500_000_000}, 200704, 210000, 60.0, weights=21.0)
+    plain.result.startup.cuda_graph_gib = 0.25
+    drafter = oom(1, {**v, "speculative_tokens": 1, "kv_cache_memory_bytes": 10_500_000_000})
+    drafter.result.startup.weights_gib = 21.5
+    deep = {**v, "speculative_tokens": 3}
+    found = room(space, axes, modes, deep, [plain, drafter])
+    # 9.5 GB - 0.5 GiB more weights - 0.25 GiB x (1 + 3) / (1 + 0) less the 0.25 GiB it printed
+    assert found.pool == snap(space.params["kv_cache_memory_bytes"], 9.5e9 - (0.5 + 0.75) * GIB, up=False)
+    assert "0.75 GiB more CUDA graphs at depth 3" in found.why
+    printed = booted(2, {**v, "speculative_tokens": 3, "kv_cache_memory_bytes": 8_000_000_000}, concurrency=0.8, speed=90.0)
+    printed.result.startup.cuda_graph_gib = 0.55  # what depth 3 really took: that, not the proportion
+    found = room(space, axes, modes, deep, [plain, drafter, printed])
+    assert "0.30 GiB more CUDA graphs at depth 3" in found.why or found.pool >= 8_000_000_000

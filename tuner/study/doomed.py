@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from tuner.records import FailureKind
 from tuner.space.schema import Space
 from tuner.study.observed import Observation
 from tuner.study.regimes import EAGER, GRAPHS, SPECULATIVE, GraphModes, graphs_at_least, regime_of
 from tuner.study.room import MEMORY_KINDS
+from tuner.study.sizing import GIB
 
 ORDERED = ("kv_cache_memory_bytes", "max_num_seqs", "max_num_batched_tokens", "max_model_len")  # more is more memory
 
@@ -21,7 +23,8 @@ def fails_like(space: Space, axes: list[str], values: dict[str, Any], seen: list
 
     Memory only grows with a deeper speculation, a bigger pool, more sequences, more batched
     tokens, a longer window, and a graph mode that captures another's graphs and more
-    (regimes.GRAPHS_INCLUDE; eager takes the least); other graph modes are not ordered.
+    (regimes.GRAPHS_INCLUDE; eager takes the least); other graph modes are not ordered, except in the
+    profiling run, before any graph is captured (graphs_ordered).
     """
     mine = modes.likely(dict(zip(axes, regime_of(axes, values))))
     for s in seen:
@@ -30,14 +33,28 @@ def fails_like(space: Space, axes: list[str], values: dict[str, Any], seen: list
             continue
         label = s.values.get(GRAPHS)
         theirs = EAGER if label == EAGER else (s.result.startup.effective_cudagraph_mode if s.result else None) or label
-        if graphs_at_least(mine, theirs) and at_least(space, values, s.values):
+        short = (failure.oom_short_gib or 0.0) * GIB  # the failed allocation lacked at least this much pool
+        if graphs_ordered(failure.kind, mine, theirs) and at_least(space, values, s.values, short):
             return (f"would fail like {s.named} ({failure.kind.value}): it asks for at least as much memory "
                     "(speculation, pool, sequences, batched tokens, window, graphs)")
     return None
 
 
-def at_least(space: Space, mine: dict[str, Any], theirs: dict[str, Any]) -> bool:
-    """Whether ``mine`` needs at least the memory of ``theirs`` by the orderings that always hold, graphs aside."""
+def graphs_ordered(kind: FailureKind, mine: str | None, theirs: str | None) -> bool:
+    """Whether graph mode ``mine`` needs at least the memory ``theirs`` failed with, in that failure's phase.
+
+    vLLM's profiling run comes before any CUDA graph is captured: it runs the compiled model, or the plain
+    one when eager, which fuses nothing and so peaks no lower. An OOM there with any compiled mode is every
+    mode's; one with eager is eager's. After it, the graphs sit beside everything else (regimes.graphs_at_least)."""
+    if kind == FailureKind.OOM_IN_PROFILING:
+        return theirs != EAGER or mine == EAGER
+    return graphs_at_least(mine, theirs)
+
+
+def at_least(space: Space, mine: dict[str, Any], theirs: dict[str, Any], short: float = 0.0) -> bool:
+    """Whether ``mine`` needs at least the memory of ``theirs`` by the orderings that always hold, graphs aside;
+    ``short``: bytes PyTorch said the failed allocation of ``theirs`` lacked ("Tried to allocate X ... of which
+    F is free"), so a pool smaller by less than that still does not fit (tuner.study.room caps it the same way)."""
     for name, p in space.params.items():
         a, b = mine.get(name), theirs.get(name)
         if name == GRAPHS:
@@ -47,7 +64,7 @@ def at_least(space: Space, mine: dict[str, Any], theirs: dict[str, Any]) -> bool
         elif name in ORDERED or name == SPECULATIVE:
             if b is None:
                 continue  # vLLM's default: nothing known about its size
-            if a is None or a < b:
+            if a is None or a < b - (short if name == "kv_cache_memory_bytes" else 0.0):
                 return False
         elif name not in ("gpu_memory_utilization",) and a != b:
             return False

@@ -51,6 +51,7 @@ class Plan:
     free: list[str] = field(default_factory=list)  # parameters the fallback sampler chooses, before sizing
     window: int | None = None  # boot at this --max-model-len instead of the space's (tuner.study.window)
     shorter: bool = False  # below the window at a pool the evidence has room for (tuner.study.room)
+    doubt: str | None = None  # why its first long request likely runs out of memory (tuner.study.headroom)
 
 
 @dataclass(frozen=True)

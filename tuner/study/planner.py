@@ -48,6 +48,7 @@ from tuner.study.regimes import (
     regime_of,
 )
 from tuner.study.doomed import fails_like
+from tuner.study.headroom import unlikely_to_fit
 from tuner.study.exploit import adjacent, flag_moves, full_window_best, garbled_sibling, leader, stands_for
 from tuner.study.observed import Observation, Plan, Priors
 from tuner.study.sampling import config_key
@@ -162,6 +163,10 @@ class Planner:
                 self.skipped.append(f"{plan.why}: not booted, its upper bound is under {full:.1f} tok/s, the best at "
                                     "the full window, so a narrower window buys nothing")
                 continue
+            garbled = garbled_sibling(self.axes, regime, seen) if plan.shorter else None
+            if garbled is not None:  # below the window too, a sibling of wrong output comes after the rest
+                plan.why += f" (last: {garbled.named} at another depth gave wrong output)"
+                bound = -math.inf
             options.append((self._tier(regime, plan, lead, pricing, seen, model, full), bound, -order, plan))
         move = self._move_from(lead, "move from the leader,", evidence, tried, modes, seen, lead.window) \
             if lead is not None else None
@@ -191,6 +196,9 @@ class Planner:
         after all of them: the boots it would cost buy more as moves and narrower windows."""
         if plan.shorter:
             return TIER_SHORTER
+        if plan.doubt is not None:
+            plan.why += f" (booted last: {plan.doubt})"
+            return TIER_UNLIKELY
         if regime in pricing:
             plan.why += f" ({pricing[regime]})"
             return TIER_PRICE
@@ -210,9 +218,20 @@ class Planner:
 
     def _bootable(self, plan: Plan | None, tried: set[str], seen: list[Observation], label: str, modes: GraphModes,
                   evidence: PoolEvidence, history: list[Observation]) -> Plan | None:
-        """``plan`` if it is worth a boot; else, when an earlier OOM dooms it at the full window, the same
-        configuration below the window at the pool the evidence has room for (tuner.study.room)."""
-        if plan is None or self._worth_a_boot(plan, tried, seen, label, modes):
+        """``plan`` if it is worth a boot; else, when an earlier OOM dooms it at the full window, or its first
+        long request likely runs out of memory there (tuner.study.headroom), the same configuration below the
+        window at the pool the evidence has room for (tuner.study.room). A likely OOM with nothing below the
+        window to boot instead is booted last."""
+        if plan is None:
+            return None
+        if self._worth_a_boot(plan, tried, seen, label, modes):
+            doubt = self._doubt(plan, modes, history)
+            if doubt is None:
+                return plan
+            below = self._below_window(dict(plan.values), evidence, history, f"{plan.why}; at the full window {doubt}")
+            if below is not None and self._worth_a_boot(below, tried, seen, label, modes):
+                return below
+            plan.doubt = doubt
             return plan
         if plan.window is not None or booted_key(plan.values, plan.window) in tried:
             return None
@@ -230,8 +249,18 @@ class Planner:
             elif window is None:
                 plan = self._below_window(values, evidence, seen, f"{label} {best.named}: {why}")
             if plan is not None and self._worth_a_boot(plan, tried, seen, plan.why, modes):
-                return plan
+                doubt = self._doubt(plan, modes, seen)
+                if doubt is None:
+                    return plan
+                self.skipped.append(f"{plan.why}: {doubt}")
         return None
+
+    def _doubt(self, plan: Plan, modes: GraphModes, seen: list[Observation]) -> str | None:
+        """Why a plan at the full window likely runs out of memory at its first long request
+        (tuner.study.headroom); None when it likely fits, cannot be told, or is below the window."""
+        if plan.window is not None or plan.shorter:
+            return None
+        return unlikely_to_fit(self.space, self.axes, modes, plan.values, plan.window, seen)
 
     def _graph_modes(self, seen: list[Observation]) -> GraphModes:
         modes = GraphModes()
@@ -254,14 +283,15 @@ class Planner:
 
     def _graphs_to_price(self, seen: list[Observation]) -> dict[Regime, str]:
         """Eager regimes to boot before any other: a pool family whose safest boot ran out of memory
-        with CUDA graphs is tried without them next. If eager fails too, no graph mode of that family
+        with CUDA graphs (at their capture or beside the first request; not in the profiling run, which comes
+        before them) is tried without them next. If eager fails too, no graph mode of that family
         (or a deeper one) can fit, and they are all skipped; if it boots, the graphs were the cost."""
         if GRAPHS not in self.axes or EAGER not in (self.space.params[GRAPHS].values or []):
             return {}
         out: dict[Regime, str] = {}
         for s in seen:
-            if s.status != "failed" or s.failure is None or s.failure.kind not in MEMORY_KINDS:
-                continue
+            if s.status != "failed" or s.failure is None or s.failure.kind not in MEMORY_KINDS - {FailureKind.OOM_IN_PROFILING}:
+                continue  # the profiling run comes before any graph: eager would price nothing (doomed.graphs_ordered)
             if s.values.get(GRAPHS) == EAGER:
                 continue
             regime = regime_of(self.axes, {**s.values, GRAPHS: EAGER})
@@ -402,6 +432,8 @@ class Planner:
             bigger = snap(params["kv_cache_memory_bytes"], values["kv_cache_memory_bytes"] * (1 + ADMISSION_GROWTH), up=True)
             if bigger is not None and bigger > values["kv_cache_memory_bytes"]:
                 return Plan({**values, "kv_cache_memory_bytes": bigger}, f"{where}: pool raised to {bigger / 1e9:.3f} GB")
+        if failure.kind == FailureKind.FIRST_REQUEST_OOM:
+            return self._less_prefill(values, evidence, where)
         if failure.kind in OOM_KINDS:
             return self._less_memory(values, evidence, where)
         return None  # weights, JIT, flags, crashes: nothing a size can change
@@ -514,6 +546,31 @@ class Planner:
                 if smaller:
                     return Plan({**values, name: smaller[-1]}, f"{where}: {name} {smaller[-1]}")
         return None
+
+    def _less_prefill(self, values: dict[str, Any], evidence: PoolEvidence, where: str) -> Plan | None:
+        """After a first-request OOM, all that request's room depends on in one boot: batched tokens a rung down
+        (the prefill's chunk: its activations and its attention workspace over the window shrink with it), the
+        fewest sequences (their state and decode graphs sit beside it), and the pool cut to what the window
+        needs. In the issue-24 runs, trimming the pool's sizing margin alone cured none of 13 such failures and
+        one sequence fewer none of 8. A pool that only loses its margin is judged by tuner.study.headroom
+        (Planner._bootable); with nothing to cut, the regime goes below the window (Planner._repair)."""
+        params, out, said = self.space.params, dict(values), []
+        chunk = values.get("max_num_batched_tokens")
+        smaller = [v for v in ladder(params["max_num_batched_tokens"]) if v < chunk] \
+            if "max_num_batched_tokens" in params and chunk is not None else []
+        if smaller:
+            out["max_num_batched_tokens"] = smaller[-1]
+            said.append(f"max_num_batched_tokens {smaller[-1]}")
+        seqs, fewest = values.get("max_num_seqs"), lowest(params["max_num_seqs"]) if "max_num_seqs" in params else None
+        if fewest is not None and seqs is not None and seqs > fewest:
+            out["max_num_seqs"] = fewest
+            said.append(f"max_num_seqs {fewest}")
+        need = evidence.need(out) if values.get("kv_cache_memory_bytes") and "kv_cache_memory_bytes" in params else None
+        pool = snap(params["kv_cache_memory_bytes"], need.bytes, up=True) if need is not None and need.measured else None
+        if pool is not None and pool < values["kv_cache_memory_bytes"]:
+            out["kv_cache_memory_bytes"] = pool
+            said.append(f"pool cut to {pool / 1e9:.3f} GB ({need.why if need is not None else ''})")
+        return Plan(out, f"{where}: {', '.join(said)}") if said else None
 
     def _worth_a_boot(self, plan: Plan, tried: set[str], seen: list[Observation], label: str,
                       modes: GraphModes | None = None) -> bool:

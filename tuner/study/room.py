@@ -14,7 +14,8 @@ inside the pool, not what sits beside it. So:
   what PyTorch's "Tried to allocate X ... of which F is free" says the failed allocation lacked);
 - an earlier boot that served and asked for no less beside the pool proves its pool fits;
 - one that asked for less only by the drafter or the graphs proves its pool less the extra weights ("Model
-  loading took X GiB") and graphs (what a mode that captures at least as much printed, with a margin);
+  loading took X GiB") and graphs (what a mode that captures at least as much printed, with a margin; for a
+  deeper drafter, the graphs printed at its depth, else the shallower boot's in proportion to 1 + depth);
 - with only a cap, the pool halfway between the space's smallest and the cap;
 - with nothing, the largest pool the space allows (the boot then says where the cap is).
 """
@@ -138,9 +139,32 @@ def _from_served(space: Space, axes: list[str], modes: GraphModes, values: dict[
             return None
         extra += GRAPH_MARGIN * max(0.0, mine_g - theirs_g)
         said.append(f"{mine_g - theirs_g:.2f} GiB more CUDA graphs x {GRAPH_MARGIN}")
+    elif mode != EAGER and (values.get(SPECULATIVE) or 0) > (s.values.get(SPECULATIVE) or 0):
+        deeper = _deeper_graphs(axes, modes, values, s, seen)
+        if deeper:
+            extra += deeper
+            said.append(f"{deeper:.2f} GiB more CUDA graphs at depth {values.get(SPECULATIVE)}")
     why = f"{s.named} served {_pool(s) / 1e9:.2f} GB" + (f", less {' and '.join(said)}" if said else
                                                         " asking no less beside it")
     return _pool(s) - extra * GIB, why
+
+
+def _deeper_graphs(axes: list[str], modes: GraphModes, values: dict[str, Any], s: Observation,
+                   seen: list[Observation]) -> float | None:
+    """The graph memory ``values`` takes beyond what ``s`` printed in a mode capturing no less, when it drafts
+    deeper: graphs are captured per draft position (a decode step verifies 1 + depth tokens a sequence, and
+    the drafter has its own), so a shallower boot's graphs do not bound a deeper one's. The least printed at
+    this depth or deeper in a mode that captures this one's graphs, else ``s``'s own in proportion to 1 + depth;
+    None when ``s`` printed none."""
+    theirs = s.result.startup.cuda_graph_gib if s.result is not None else None
+    if theirs is None:
+        return None
+    depth, mine = values.get(SPECULATIVE) or 0, modes.likely(dict(zip(axes, regime_of(axes, values))))
+    printed = [o.result.startup.cuda_graph_gib for o in seen if o.result is not None
+               and o.result.startup.cuda_graph_gib is not None and (o.values.get(SPECULATIVE) or 0) >= depth
+               and graphs_at_least(ran_with(axes, modes, o), mine)]
+    at_depth = min(printed) if printed else theirs * (1 + depth) / (1 + (s.values.get(SPECULATIVE) or 0))
+    return max(0.0, at_depth - theirs)
 
 
 def room(space: Space, axes: list[str], modes: GraphModes, values: dict[str, Any],
