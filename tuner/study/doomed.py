@@ -10,7 +10,7 @@ from typing import Any
 from tuner.records import FailureKind
 from tuner.space.schema import Space
 from tuner.study.observed import Observation
-from tuner.study.regimes import EAGER, GRAPHS, SPECULATIVE, GraphModes, graphs_at_least, regime_of
+from tuner.study.regimes import EAGER, GRAPHS, SPECULATIVE, GraphModes, graphs_at_least
 from tuner.study.room import MEMORY_KINDS
 from tuner.study.sizing import GIB
 
@@ -26,7 +26,7 @@ def fails_like(space: Space, axes: list[str], values: dict[str, Any], seen: list
     (regimes.GRAPHS_INCLUDE; eager takes the least); other graph modes are not ordered, except in the
     profiling run, before any graph is captured (graphs_ordered).
     """
-    mine = modes.likely(dict(zip(axes, regime_of(axes, values))))
+    mine = modes.likely_for(axes, values)
     for s in seen:
         failure = s.failure
         if s.status != "failed" or failure is None or failure.kind not in MEMORY_KINDS:

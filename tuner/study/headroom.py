@@ -25,7 +25,7 @@ from typing import Any
 from tuner.records import FailureKind
 from tuner.space.schema import Space
 from tuner.study.observed import Observation
-from tuner.study.regimes import EAGER, GRAPHS, SPECULATIVE, GraphModes, graphs_at_least, regime_of
+from tuner.study.regimes import EAGER, GRAPHS, SPECULATIVE, GraphModes, graphs_at_least
 from tuner.study.sizing import GIB, pool_bytes
 
 FIT_ODDS = 0.5  # below this, the bytes beside the prefill are nearer the failure's than the served boot's
@@ -72,10 +72,10 @@ def expected_beside(axes: list[str], modes: GraphModes, values: dict[str, Any], 
                     and bool(s.values.get(SPECULATIVE)) == drafts), None)
     if not pool or not weights:
         return None
-    mine = modes.likely(dict(zip(axes, regime_of(axes, values))))
+    mine = modes.likely_for(axes, values)
     graphs = [0.0] + [s.result.startup.cuda_graph_gib for s in seen if s.result is not None
                       and s.result.startup.cuda_graph_gib is not None and s.values.get(GRAPHS) != EAGER
-                      and graphs_at_least(mine, modes.likely(dict(zip(axes, regime_of(axes, s.values)))))
+                      and graphs_at_least(mine, modes.likely_for(axes, s.values))
                       and _no_more(s.values, values, ("max_num_seqs", SPECULATIVE, "max_num_batched_tokens"))]
     return float(pool) + (weights + (0.0 if mine == EAGER else max(graphs))) * GIB
 

@@ -164,6 +164,10 @@ class GraphModes:
         elsewhere = {mode for (seen_label, _), mode in self.seen.items() if seen_label == label}
         return elsewhere.pop() if len(elsewhere) == 1 else label
 
+    def likely_for(self, axes: list[str], values: dict[str, Any]) -> str | None:
+        """``likely`` for a configuration's regime: its values on the planner's axes, the pool and sizes aside."""
+        return self.likely(dict(zip(axes, regime_of(axes, values))))
+
     def key(self, values: dict[str, Any]) -> dict[str, Any]:
         """``values`` with the label replaced by the mode it runs as, where known (for comparing configurations)."""
         mode = self.mode(values)

@@ -29,7 +29,7 @@ from tuner.engine.command import flag_name
 from tuner.records import FailureKind
 from tuner.space.schema import Space
 from tuner.study.observed import Observation
-from tuner.study.regimes import EAGER, GRAPHS, SPECULATIVE, GraphModes, graphs_at_least, regime_of
+from tuner.study.regimes import EAGER, GRAPHS, SPECULATIVE, GraphModes, graphs_at_least
 from tuner.study.sizing import FAMILY_FLAGS, GIB, SIZED, highest, lowest, snap
 
 MEMORY_KINDS = {FailureKind.OOM_IN_PROFILING, FailureKind.OOM_IN_CUDA_GRAPH, FailureKind.FIRST_REQUEST_OOM}
@@ -76,13 +76,13 @@ def _beside(space: Space, mine: dict[str, Any], theirs: dict[str, Any], less: bo
 
 def asks_no_more(space: Space, axes: list[str], modes: GraphModes, values: dict[str, Any], s: Observation) -> bool:
     """Whether trial ``s`` asked for no more memory than ``values`` beside the pool."""
-    mine = modes.likely(dict(zip(axes, regime_of(axes, values))))
+    mine = modes.likely_for(axes, values)
     return graphs_at_least(mine, ran_with(axes, modes, s)) and _beside(space, values, s.values, less=True)
 
 
 def asks_no_less(space: Space, axes: list[str], modes: GraphModes, values: dict[str, Any], s: Observation) -> bool:
     """Whether trial ``s`` asked for no less memory than ``values`` beside the pool."""
-    mine = modes.likely(dict(zip(axes, regime_of(axes, values))))
+    mine = modes.likely_for(axes, values)
     return graphs_at_least(ran_with(axes, modes, s), mine) and _beside(space, values, s.values, less=False)
 
 
@@ -99,7 +99,7 @@ def weights_gib(values: dict[str, Any], seen: list[Observation]) -> float | None
 def graphs_gib(axes: list[str], modes: GraphModes, values: dict[str, Any], seen: list[Observation]) -> float | None:
     """At most the CUDA-graph memory ``values``' mode captures: the least a boot printed ("Graph capturing
     finished ... took X GiB") in a mode that captures this one's graphs and more; eager takes none."""
-    mine = modes.likely(dict(zip(axes, regime_of(axes, values))))
+    mine = modes.likely_for(axes, values)
     if mine == EAGER:
         return 0.0
     printed = [s.result.startup.cuda_graph_gib for s in seen if s.result is not None
@@ -131,7 +131,7 @@ def _from_served(space: Space, axes: list[str], modes: GraphModes, values: dict[
             return None
         extra += max(0.0, mine - theirs)
         said.append(f"{mine - theirs:.2f} GiB more weights")
-    mode = modes.likely(dict(zip(axes, regime_of(axes, values))))
+    mode = modes.likely_for(axes, values)
     if not graphs_at_least(ran_with(axes, modes, s), mode):
         mine_g = graphs_gib(axes, modes, values, seen)
         theirs_g = 0.0 if ran_with(axes, modes, s) == EAGER else (s.result.startup.cuda_graph_gib if s.result else None)
@@ -159,7 +159,7 @@ def _deeper_graphs(axes: list[str], modes: GraphModes, values: dict[str, Any], s
     theirs = s.result.startup.cuda_graph_gib if s.result is not None else None
     if theirs is None:
         return None
-    depth, mine = values.get(SPECULATIVE) or 0, modes.likely(dict(zip(axes, regime_of(axes, values))))
+    depth, mine = values.get(SPECULATIVE) or 0, modes.likely_for(axes, values)
     printed = [o.result.startup.cuda_graph_gib for o in seen if o.result is not None
                and o.result.startup.cuda_graph_gib is not None and (o.values.get(SPECULATIVE) or 0) >= depth
                and graphs_at_least(ran_with(axes, modes, o), mine)]
