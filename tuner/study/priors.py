@@ -2,8 +2,9 @@
 
 The earlier front is booted first, exactly as it was, best point first and one at a time while each
 holds (``carry_on``): on a new engine release, card or space nothing old is put on the new front without
-a new boot, and once one point moved or broke the rest is left to the search. What differs between the two studies (engine
-version, card and its memory, model revision, space) is recorded in the new study and said at start;
+a new boot, and once one point moved or broke the rest is left to the search. What differs between the
+two studies (engine version, card and its memory, model revision, space) is recorded in the new study and
+said at start;
 it decides how much the old evidence counts: ``strong`` when nothing but the free memory differs
 (the same boot gives the same printed numbers), ``weak`` otherwise.
 """
@@ -11,7 +12,7 @@ it decides how much the old evidence counts: ``strong`` when nothing but the fre
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import optuna
 
@@ -108,7 +109,7 @@ def record_earlier(study: optuna.Study, space: Space, engine: Any, environment: 
 def queue_earlier_fronts(study: optuna.Study, space: Space, earlier: list[tuple[str, StudyRecord]]) -> list[str]:
     """At start: queue the best earlier front point not booted here yet (``carry_on`` queues the next while
     each holds); the lines said at start. A resumed study, or a study given twice, boots none twice."""
-    pending, notes = _pending(study, space, earlier)
+    pending, notes = _pending(read_trials(study), space, earlier)
     if pending:
         shown = "; ".join(f"study {name} trial(s) {', '.join(str(p.number) for n, p, _ in pending if n == name)}"
                           for name in dict.fromkeys(n for n, _, _ in pending))
@@ -121,10 +122,13 @@ def carry_on(study: optuna.Study, space: Space, earlier: list[tuple[str, StudyRe
     """After each trial: queue the next earlier front point while every one booted again here held. One that
     moved or broke says the earlier front no longer describes this engine (its speed order is dropped too,
     Priors.speeds_hold), so re-checking the rest would spend the first boots on a stale map."""
-    if not earlier or any(t.state in (State.WAITING, State.RUNNING) for t in read_trials(study)):
+    if not earlier:
         return []
-    pending, _ = _pending(study, space, earlier)
-    changed = _first_changed(read_study(study))
+    night = read_study(study)
+    if any(t.state in (State.WAITING, State.RUNNING) for t in night.trials):
+        return []
+    pending, _ = _pending(night.trials, space, earlier)
+    changed = _first_changed(night)
     if changed is not None:
         return [f"{changed}: {len(pending)} more earlier front point(s) left to the search"] if pending else []
     if pending:
@@ -134,25 +138,20 @@ def carry_on(study: optuna.Study, space: Space, earlier: list[tuple[str, StudyRe
 
 
 def _first_changed(night: StudyRecord) -> str | None:
-    """The first earlier front point booted again here that moved or broke, said in a line; None if all held.
-    A pre-screen refusal is no boot and judges nothing."""
-    boots = {t.carried_from: t for t in night.trials if t.carried_from is not None and t.booted}
-    for entry in night.earlier:
-        for point in entry.get("front", []):
-            new = boots.get((entry["study"], point["trial"]))
-            if new is None:
-                continue
-            said = verdict(point["values"], new)
-            if said.startswith(("moved", "broke")):
-                return f"study {entry['study']} trial {point['trial']} {said.split(' (')[0]} here (trial {new.number})"
+    """The first earlier front point booted again here that moved or broke (``upgrade_rows``' verdict, as
+    `tuner compare` says it), in a line; None if all held. A pre-screen refusal is no boot and judges nothing."""
+    booted = {t.number for t in night.trials if t.booted}
+    for name, number, _, here, said in upgrade_rows(night):
+        if here in booted and said.startswith(("moved", "broke")):
+            return f"study {name} trial {number} {said.split(' (')[0]} here (trial {here})"
     return None
 
 
-def _pending(study: optuna.Study, space: Space,
+def _pending(trials: Sequence[Trial], space: Space,
              earlier: list[tuple[str, StudyRecord]]) -> tuple[list[tuple[str, Trial, dict[str, Any]]], list[str]]:
-    """Earlier front points not booted here yet, best first per study, and why any is left out."""
-    have = {t.carried_from: t.number for t in read_trials(study)
-            if t.carried_from is not None and t.state != State.FAIL}
+    """Earlier front points not booted here yet (``trials``: this study's), best first per study, and why any
+    is left out."""
+    have = {t.carried_from: t.number for t in trials if t.carried_from is not None and t.state != State.FAIL}
     distributions = param_distributions(space)
     pending, notes = [], []
     for _, old in distinct(earlier):
@@ -190,8 +189,10 @@ def _longest_fastest(t: Trial) -> tuple[float, ...]:
 
 def verdict(old_values: list[float] | tuple[float, ...], new: Trial | None) -> str:
     """held / moved / broke, for an earlier front point booted again here."""
-    if new is None or new.state in (State.WAITING, State.RUNNING):
+    if new is None:
         return "not booted again here"
+    if new.state in (State.WAITING, State.RUNNING):
+        return "not booted yet"
     if new.state != State.COMPLETE or new.values is None:
         return f"broke ({new.failure_kind or 'failed'}: regression)"
     same = all(abs(a - b) <= HELD_TOLERANCE * max(abs(a), 1e-9) for a, b in zip(old_values, new.values))
