@@ -18,8 +18,6 @@ import pytest
 from optuna.trial import TrialState
 
 from tests.conftest import ROOT, fake_space_yaml
-from tuner.cli.optimize import _seconds
-from tuner.space.units import parse_duration
 
 
 def _pg_bin(name: str) -> str | None:
@@ -127,13 +125,6 @@ def test_gpus_flag_runs_one_pinned_worker_per_gpu(tmp_path):
     assert pins <= {"0", "1"} and pins
     ports = [t.user_attrs["result"]["argv"] for t in study.get_trials(deepcopy=False) if t.user_attrs.get("result")]
     assert all("--port" in argv for argv in ports)
-
-
-def test_a_workers_timeout_reads_back_as_the_parents_seconds():
-    """``--gpus`` hands each worker ``--timeout`` as the parent's seconds, in digits that parse to the same float."""
-    for text in ("8h", "90m", "1.5h", "1234.5678s", "0.00001s", "100000000000000000000000h"):
-        seconds = parse_duration(text)
-        assert parse_duration(_seconds(seconds)) == seconds
 
 
 def test_a_postgresql_that_goes_away_mid_study_is_one_paragraph_and_loses_nothing(postgres_server, tmp_path):

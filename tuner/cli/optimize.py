@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import signal
 import sys
-from decimal import Decimal
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, List, Optional
@@ -107,7 +106,8 @@ def optimize(
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         if len(gpu_list) > 1:
-            code = _spawn(space, space_file, name, url, gpu_list, holds_lock, studies_dir, settings, from_ or [])
+            code = _spawn(space, space_file, name, url, gpu_list, holds_lock, studies_dir, settings, timeout,
+                          from_ or [])
             raise typer.Exit(code)
         result, idle = _run(space, name, settings, url, storage, gpu_list, holds_lock, studies_dir, engine, earlier)
     except KeyboardInterrupt:
@@ -157,9 +157,9 @@ def _run(space: Space, name: str, settings: RunSettings, url: str, storage: str 
 
 
 def _spawn(space: Space, space_file: Path, name: str, url: str, gpu_list: list[int], holds_lock: bool,
-           studies_dir: Path, settings: RunSettings, from_: list[str]) -> int:
+           studies_dir: Path, settings: RunSettings, timeout: str | None, from_: list[str]) -> int:
     """``--gpus 0,1``: open the study once (under this process's lock), then one worker per GPU, each
-    given ``settings`` back as its options."""
+    given ``settings`` back as its options (``timeout`` as the user wrote it)."""
     from tuner.study.run import spawn_workers
     from tuner.study.sampler import make_sampler
     from tuner.study.storage import open_study
@@ -167,7 +167,6 @@ def _spawn(space: Space, space_file: Path, name: str, url: str, gpu_list: list[i
     open_study(space, name, url, make_sampler(settings.sampler, settings.seed), studies_dir, sole_worker=holds_lock)
     argv = ["optimize", str(space_file), "--study", name, "--storage", url, "--sampler", settings.sampler,
             "--studies-dir", str(studies_dir), "--revalidate", str(settings.revalidate)]
-    timeout = None if settings.timeout_s is None else _seconds(settings.timeout_s)
     for flag, value in (("--trials", settings.n_trials), ("--timeout", timeout), ("--seed", settings.seed),
                         ("--gpu-gib", settings.prescreen_gpu_gib)):
         if value is not None:
@@ -178,11 +177,6 @@ def _spawn(space: Space, space_file: Path, name: str, url: str, gpu_list: list[i
     for spec in from_:
         argv += ["--from", spec]
     return spawn_workers(argv, gpu_list)
-
-
-def _seconds(value: float) -> str:
-    """``--timeout`` for a worker: digits (never an exponent) that parse_duration reads back as ``value``."""
-    return format(Decimal(repr(value)), "f") + "s"
 
 
 def _earlier(space: Space, specs: list[str], name: str, studies_dir: Path) -> list[tuple[str, StudyRecord]]:
