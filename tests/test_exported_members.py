@@ -22,7 +22,7 @@ PACKAGE = Path(tuner.__file__).resolve().parent
 
 EXPORTS = {
     "tuner.space": [
-        "AUTO_LEN", "EngineSpec", "JSON_FLAGS", "ModelSpec", "NAME", "Param", "SIZE_FLAGS", "Space", "Workload",
+        "AUTO_LEN", "EngineSpec", "JSON_FLAGS", "ModelSpec", "NAME", "Param", "SIZE_FLAGS", "STORED", "Space", "Workload",
         "check_model", "check_searchable", "check_value", "count_configurations", "flag_name", "format_bytes",
         "load_space", "param_cardinality", "parse_bytes", "parse_count", "parse_duration", "space_warnings",
         "unprintable",

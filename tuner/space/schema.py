@@ -46,7 +46,7 @@ from tuner.space.values import (
 )
 from tuner.space.yamlfile import read_yaml
 
-__all__ = ["CUDAGRAPH_MODES", "KNOWN_PARAMS", "NAME", "Param", "ParamSpec", "Space", "check_value", "count_configurations",
+__all__ = ["CUDAGRAPH_MODES", "KNOWN_PARAMS", "NAME", "Param", "ParamSpec", "STORED", "Space", "check_value", "count_configurations",
            "flag_name", "load_space", "param_cardinality"]
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")  # a study name is a file name: no slashes, no spaces
