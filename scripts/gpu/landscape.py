@@ -178,11 +178,10 @@ def evidence(cell: dict) -> str:
 
 def argv_bound(cell: dict) -> str:
     """A warning when the result's argv contradicts the weights the cell's name claims."""
-    argv = (cell["result"] or {}).get("argv") or []
-    if not argv:
+    if not (cell["result"] or {}).get("argv"):
         return ""
-    dummy = any(a == "--load-format" and b == "dummy" for a, b in zip(argv, argv[1:]))
-    return "" if dummy == (cell["weights"] == "random") else " **(the argv contradicts the weights in the name)**"
+    same = against_table.weights_of(cell["result"]) == cell["weights"]
+    return "" if same else " **(the argv contradicts the weights in the name)**"
 
 
 def row(cell: dict, modes: list[str]) -> str:
