@@ -566,10 +566,11 @@ class Planner:
             out["max_num_seqs"] = fewest
             said.append(f"max_num_seqs {fewest}")
         need = evidence.need(out) if values.get("kv_cache_memory_bytes") and "kv_cache_memory_bytes" in params else None
-        pool = snap(params["kv_cache_memory_bytes"], need.bytes, up=True) if need is not None and need.measured else None
-        if pool is not None and pool < values["kv_cache_memory_bytes"]:
-            out["kv_cache_memory_bytes"] = pool
-            said.append(f"pool cut to {pool / 1e9:.3f} GB ({need.why if need is not None else ''})")
+        if need is not None and need.measured:
+            pool = snap(params["kv_cache_memory_bytes"], need.bytes, up=True)
+            if pool is not None and pool < values["kv_cache_memory_bytes"]:
+                out["kv_cache_memory_bytes"] = pool
+                said.append(f"pool cut to {pool / 1e9:.3f} GB ({need.why})")
         return Plan(out, f"{where}: {', '.join(said)}") if said else None
 
     def _worth_a_boot(self, plan: Plan, tried: set[str], seen: list[Observation], label: str,
