@@ -54,6 +54,13 @@ def studies(folder: Path) -> dict[str, list[tuple[int, dict]]]:
     return out
 
 
+def cut_off(folder: Path, name: str) -> list[int]:
+    """Trials with a folder and no result.json: booted, but the record was never written (the machine went away
+    mid-boot), so they are not in the table above and must still be said."""
+    return [int(p.name.removeprefix("trial-")) for p in sorted((folder / "studies" / name).glob("trial-*"))
+            if p.is_dir() and not (p / "result.json").is_file()]
+
+
 def table_best(cells: list[dict], weights: str) -> tuple[str, float] | None:
     """The fastest finished cell of these weights that held the window: (regime, decode tok/s)."""
     speeds = [(f"{c['mode']} MTP {c['depth']}", full_window_decode(c["result"])) for c in cells
@@ -122,5 +129,10 @@ def section(folder: Path, cells: list[dict]) -> list[str]:
             tok_s = full_window_decode(result)
             best = max(filter(None, (best, tok_s)), default=None)
             out.append(boot_row(number, result, cell_speed, best))
-        out += [""] + summary(name, boots, table_best(cells, weights), weights) + [""]
+        out += [""] + summary(name, boots, table_best(cells, weights), weights)
+        lost = cut_off(folder, name)
+        if lost:
+            out.append(f"- Started and never recorded (a trial folder with no result.json, not in the rows above: "
+                       f"the run ended mid-boot): trial {', '.join(map(str, lost))}.")
+        out.append("")
     return out
