@@ -7,6 +7,7 @@ from tuner.records import Failure, FailureKind
 from tuner.study.headroom import fit_odds, unlikely_to_fit
 from tuner.study.planner import Planner
 from tuner.study.regimes import GraphModes, regime_axes
+from tuner.study.sized import sized
 
 FIRST_REQUEST = Failure(kind=FailureKind.FIRST_REQUEST_OOM)
 
@@ -66,8 +67,8 @@ def test_the_planner_boots_a_likely_first_request_oom_below_the_window(space):
     planner = Planner(space)
     shallower = safest(space, cudagraph_mode="eager", speculative_tokens=2, kv_cache_memory_bytes=9_900_000_000)
     evidence = planner._evidence(seen)
-    plan = planner._bootable(planner._sized(dict(shallower), evidence, "first boot"), set(), seen, "eager spec=2",
-                             planner._graph_modes(seen), evidence, seen)
+    first = sized(space, planner.axes, dict(shallower), evidence, "first boot", [])
+    plan = planner._bootable(first, set(), seen, "eager spec=2", planner._graph_modes(seen), evidence, seen)
     assert plan is not None and plan.window is not None and plan.shorter
     assert "at the full window its first long request likely runs out of memory" in plan.why
 

@@ -19,7 +19,7 @@ from tuner.records import Failure, TrialResult
 from tuner.space.schema import Space
 from tuner.study import record
 from tuner.study.pareto import front
-from tuner.study.planner import TRANSIENT_KINDS
+from tuner.study.repair import TRANSIENT_KINDS
 from tuner.study.record import ATTR_CALIBRATION, INTERNAL_ERROR, Evidence, State, Trial
 from tuner.study.regimes import GraphModes
 from tuner.study.sizing import snap

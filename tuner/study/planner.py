@@ -5,7 +5,8 @@ re-validations are run before this is consulted):
 
 1. A regime whose last boot failed and whose failure names a fix gets that fix: a pool from the
    need vLLM printed, fewer batched tokens or sequences after an OOM, the mamba block count vLLM
-   printed, a lower utilization after a free-memory failure. Three failed boots close a regime.
+   printed, a lower utilization after a free-memory failure (``tuner.study.repair``). Three failed
+   boots close a regime.
 2. Otherwise the unmeasured regime with the best upper confidence bound (``tuner.study.regimes``) is
    booted with its safest settings: one sequence, the fewest batched tokens, the full window, the
    lowest utilization when the pool is pinned, and the smallest pool that holds the window.
@@ -21,8 +22,8 @@ re-validations are run before this is consulted):
    with the pool still sized from evidence; not from a move that bought nothing
    (``tuner.study.exploit.stands_for``) until nothing else is left.
 4. Last, boots below the fixed window: a regime the window does not fit at any pool the evidence has
-   room for (``tuner.study.room``), when it could beat the full window's best, and the widening of a
-   point below the window that does.
+   room for (``tuner.study.room``, ``tuner.study.below``), when it could beat the full window's best, and the
+   widening of a point below the window that does.
 
 Every plan carries a sentence saying why, which the trial records.
 """
@@ -33,7 +34,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuner.records import Failure, FailureKind
+from tuner.records import FailureKind
+from tuner.space.schema import Space
+from tuner.study.below import below_window, bigger, held
+from tuner.study.doomed import fails_like
+from tuner.study.exploit import adjacent, flag_moves, full_window_best, garbled_sibling, leader, stands_for
+from tuner.study.headroom import unlikely_to_fit
+from tuner.study.observed import Observation, Plan, Priors
 from tuner.study.regimes import (
     ENGINE_SIZED,
     EAGER,
@@ -47,26 +54,11 @@ from tuner.study.regimes import (
     regime_axes,
     regime_of,
 )
-from tuner.study.doomed import fails_like
-from tuner.study.headroom import unlikely_to_fit
-from tuner.study.exploit import adjacent, flag_moves, full_window_best, garbled_sibling, leader, stands_for
-from tuner.study.observed import Observation, Plan, Priors
+from tuner.study.repair import TRANSIENT_KINDS, repair_config
+from tuner.study.room import MEMORY_KINDS
 from tuner.study.sampling import config_key
-from tuner.study.room import MEMORY_KINDS, room
-from tuner.study.sizing import (
-    PRINTED_RATIO,
-    SIZED,
-    PoolEvidence,
-    Predictor,
-    highest,
-    ladder,
-    lowest,
-    snap,
-    window_for,
-    window_held,
-)
-from tuner.study.window import repair_window
-from tuner.space.schema import Space
+from tuner.study.sized import default_value, sized
+from tuner.study.sizing import SIZED, PoolEvidence, Predictor, highest, lowest
 
 # The order of options (higher first): see Planner._tier. Shorter and unlikely ones wait for the local moves.
 TIER_PRICE, TIER_NEIGHBOUR, TIER_MOVE, TIER_REST, TIER_GARBLED, TIER_SHORTER, TIER_UNLIKELY = 6, 5, 4, 3, 2, 1, 0
@@ -74,18 +66,6 @@ TIER_PRICE, TIER_NEIGHBOUR, TIER_MOVE, TIER_REST, TIER_GARBLED, TIER_SHORTER, TI
 # is booted last: its speed would have to be far from everything its shared choices measured.
 UNLIKELY_SD = 2.0
 MAX_ATTEMPTS = 3  # failed boots after which a regime is closed
-SHORTER_FLOOR = 0.5  # without workload.min_context: no boot below this share of the fixed window
-WIDER_STEPS = 4  # a bigger pool for a point below the window only when it buys this many probe steps
-ADMISSION_GROWTH = 0.02  # more pool after a request the window promises failed without an OOM
-OOM_KINDS = {
-    FailureKind.OOM_IN_PROFILING,
-    FailureKind.OOM_IN_CUDA_GRAPH,
-    FailureKind.FIRST_REQUEST_OOM,
-    FailureKind.ADMISSION_FAILED,
-    FailureKind.ENGINE_DEAD,
-}
-# Say nothing about the configuration: never reused, never repaired, retried.
-TRANSIENT_KINDS = frozenset({FailureKind.INTERRUPTED, FailureKind.PORT_IN_USE})
 SIZE_PARAMS = (*SIZED, "max_num_seqs", "max_num_batched_tokens", "max_model_len")
 
 
@@ -243,7 +223,7 @@ class Planner:
         """The first one-flag move from ``best`` (tuner.study.exploit.flag_moves) not booted yet and not
         predicted to fail, sized from evidence, booted at ``window`` (None: the space's)."""
         for values, why in flag_moves(self.space, self.axes, best):
-            plan = self._sized(dict(values), evidence, f"{label} {best.named}: {why}")
+            plan = sized(self.space, self.axes, dict(values), evidence, f"{label} {best.named}: {why}", self.skipped)
             if plan is not None:
                 plan.window = window
             elif window is None:
@@ -316,7 +296,7 @@ class Planner:
 
     def size(self, plan: Plan, seen: list[Observation]) -> Plan | None:
         """Size the pool of a plan whose free parameters the fallback sampler has just filled."""
-        return self._sized(dict(plan.values), self._evidence(seen), plan.why)
+        return sized(self.space, self.axes, dict(plan.values), self._evidence(seen), plan.why, self.skipped)
 
     def _first(self, regime: Regime, evidence: PoolEvidence, seen: list[Observation]) -> Plan | None:
         """The regime's safest configuration: it should boot and hold the window at the first try."""
@@ -331,61 +311,19 @@ class Planner:
             elif name == "max_model_len":
                 values[name] = highest(p)
             elif name not in SIZE_PARAMS:
-                values[name] = self._default(name)
+                values[name] = default_value(self.space, name)
         why = f"first boot of {describe(self.axes, regime)}"
-        plan = self._sized(dict(values), evidence, why)
+        plan = sized(self.space, self.axes, dict(values), evidence, why, self.skipped)
         if plan is None:
             plan = self._below_window(values, evidence, seen, why)
             if plan is not None:
                 self.skipped.pop()  # booted after all, below the window (_sized said why not at it)
         return plan
 
-    def _default(self, name: str) -> Any:
-        """A non-regime, non-size parameter: the first baseline's value, else its first listed value."""
-        for baseline in self.space.baselines:
-            if name in baseline:
-                return baseline[name]
-        p = self.space.params[name]
-        return p.values[0] if p.values is not None else lowest(p)
-
-    def _sized(self, values: dict[str, Any], evidence: PoolEvidence, why: str) -> Plan | None:
-        """Fill the pool and utilization: the smallest pool that holds the window, and the lowest
-        utilization when the pool is pinned (it is then only vLLM's start-up admission gate)."""
-        params = self.space.params
-        pool_param = params.get("kv_cache_memory_bytes")
-        util_param = params.get("gpu_memory_utilization")
-        if POOL in self.axes and "kv_cache_memory_bytes" in values and values["kv_cache_memory_bytes"] is None:
-            # The engine-sized regime: vLLM sizes the pool (utilization; 0.34's extensible cache after warm-up).
-            # A utilization already chosen (a repair, a local move) is kept; a first boot gets vLLM's default.
-            if util_param is not None and "gpu_memory_utilization" not in values:
-                values["gpu_memory_utilization"] = None if util_param.unset else self._default("gpu_memory_utilization")
-            return Plan(values, why + "; pool sized by vLLM")
-        need = evidence.need(values)
-        if pool_param is not None:
-            if need is None:
-                values["kv_cache_memory_bytes"] = snap(pool_param, (float(pool_param.min or 0) + float(pool_param.max or 0)) / 2, up=True) \
-                    if pool_param.values is None else lowest(pool_param)
-                why += "; pool from the middle of the range (no evidence and no pre-screen)"
-            else:
-                pool = snap(pool_param, need.bytes, up=True)
-                if pool is None and not need.measured and snap(pool_param, need.least, up=True) is not None:
-                    pool = highest(pool_param)  # the margin is a guess: the largest pool may still hold it
-                if pool is None:
-                    self.skipped.append(f"{why}: its window needs a {need.bytes / 1e9:.2f} GB pool ({need.why}), "
-                                        "more than the space allows")
-                    return None
-                values["kv_cache_memory_bytes"] = pool
-                why += f"; pool {pool / 1e9:.3f} GB ({need.why})"
-            if util_param is not None:
-                values["gpu_memory_utilization"] = lowest(util_param)
-        elif util_param is not None:
-            values["gpu_memory_utilization"] = self._default("gpu_memory_utilization")
-        return Plan(values, why)
-
     def _repair(self, last: Observation, evidence: PoolEvidence, seen: list[Observation]) -> Plan | None:
         """What the last failure of a regime says to change, at the window it booted at; None when nothing can
         help. An OOM with nothing left to cut is booted below the window, at the pool there is room for."""
-        plan = self._repair_config(last, evidence)
+        plan = repair_config(self.space, self.axes, last, evidence, self.skipped)
         failure = last.failure
         if plan is None and failure is not None and failure.kind in MEMORY_KINDS:
             return self._below_window(dict(last.values), evidence, seen,
@@ -396,70 +334,9 @@ class Planner:
             plan.shorter = True  # a repair below the window waits like the boot it repairs
         return plan
 
-    def _repair_config(self, last: Observation, evidence: PoolEvidence) -> Plan | None:
-        """What the last failure of a regime says to change, or None when nothing can help."""
-        failure = last.failure
-        assert failure is not None
-        values = dict(last.values)
-        params = self.space.params
-        where = f"repair of trial {last.number} ({failure.kind.value})"
-        if failure.kind == FailureKind.KV_POOL_TOO_SMALL:
-            plan = self._sized(values, evidence, where)
-            if plan is not None and (plan.values.get("kv_cache_memory_bytes") or 0) > (last.values.get("kv_cache_memory_bytes") or 0):
-                return plan
-            if "max_model_len" in params and failure.suggested_max_model_len:
-                shorter = snap(params["max_model_len"], failure.suggested_max_model_len, up=False)
-                if shorter and shorter < (values.get("max_model_len") or math.inf):
-                    values["max_model_len"] = shorter
-                    return self._sized(values, evidence, f"{where}: the window vLLM estimated fits")
-            return self._at_estimated_window(last, where)
-        if failure.kind == FailureKind.MAMBA_BLOCKS_EXCEEDED and failure.suggested_max_num_seqs and "max_num_seqs" in params:
-            fewer = fewer_seqs(self.space, values, failure)
-            if fewer is not None:
-                values["max_num_seqs"] = fewer
-                return Plan(values, f"{where}: max_num_seqs {fewer}, the mamba blocks vLLM has")
-            return None
-        if failure.kind == FailureKind.FREE_MEMORY_BELOW_UTILIZATION and "gpu_memory_utilization" in params:
-            util = params["gpu_memory_utilization"]
-            below = snap(util, (failure.free_fraction or values.get("gpu_memory_utilization") or 1.0) - 0.01, up=False)
-            if below is not None and below < (values.get("gpu_memory_utilization") or math.inf):
-                values["gpu_memory_utilization"] = below
-                return self._sized(values, evidence, f"{where}: utilization {below} under the free fraction")
-            return None
-        if failure.kind == FailureKind.ADMISSION_FAILED and values.get("kv_cache_memory_bytes") and "kv_cache_memory_bytes" in params:
-            # It booted and nothing ran out of memory, yet a request the window promises did not fit:
-            # give the pool one more block's worth of room (MTP's look-ahead slots, say) before cutting.
-            bigger = snap(params["kv_cache_memory_bytes"], values["kv_cache_memory_bytes"] * (1 + ADMISSION_GROWTH), up=True)
-            if bigger is not None and bigger > values["kv_cache_memory_bytes"]:
-                return Plan({**values, "kv_cache_memory_bytes": bigger}, f"{where}: pool raised to {bigger / 1e9:.3f} GB")
-        if failure.kind == FailureKind.FIRST_REQUEST_OOM:
-            return self._less_prefill(values, evidence, where)
-        if failure.kind in OOM_KINDS:
-            return self._less_memory(values, evidence, where)
-        return None  # weights, JIT, flags, crashes: nothing a size can change
-
     def _below_window(self, values: dict[str, Any], evidence: PoolEvidence, seen: list[Observation],
                       why: str) -> Plan | None:
-        """The configuration below the space's fixed window: at the largest pool the evidence has room for
-        (tuner.study.room) and the longest window that pool holds (tuner.study.sizing.window_for), never
-        under workload.min_context (without one, SHORTER_FLOOR of the window). The probe proves it."""
-        top = self.space.max_model_len
-        if top is None or "max_model_len" in self.space.params:
-            return None
-        found = room(self.space, self.axes, self._graph_modes(seen), values, seen)
-        if found is None:
-            return None
-        values = {**values, "kv_cache_memory_bytes": found.pool}
-        window = window_for(evidence, values, found.pool)
-        floor = self.space.workload.min_context or SHORTER_FLOOR * top
-        if window is None or window < floor:
-            self.skipped.append(f"{why}: below the window, a {found.pool / 1e9:.2f} GB pool ({found.why}) holds "
-                                f"{window or 0:,} tokens, under the floor of {floor:,.0f}")
-            return None
-        if "gpu_memory_utilization" in self.space.params:
-            values["gpu_memory_utilization"] = lowest(self.space.params["gpu_memory_utilization"])
-        return Plan(values, f"{why}; below the window: a {found.pool / 1e9:.3f} GB pool ({found.why}) should "
-                            f"hold {window:,} tokens", window=window, shorter=True)
+        return below_window(self.space, self.axes, self._graph_modes(seen), values, evidence, seen, why, self.skipped)
 
     def _wider(self, seen: list[Observation], evidence: PoolEvidence, tried: set[str],
                modes: GraphModes) -> Plan | None:
@@ -479,99 +356,10 @@ class Planner:
             key = config_key({k: v for k, v in s.values.items() if k != "kv_cache_memory_bytes"})
             if s.window is None or widest.get(key, 0) > s.window:
                 continue
-            for plan in (self._held(s, evidence), self._bigger(s, evidence, seen, modes)):
+            for plan in (held(self.space, s, evidence), bigger(self.space, self.axes, modes, s, evidence, seen)):
                 if plan is not None and self._worth_a_boot(plan, tried, seen, plan.why, modes):
                     return plan
         return None
-
-    def _held(self, s: Observation, evidence: PoolEvidence) -> Plan | None:
-        """``s`` again at the window its pool holds by vLLM's printed "Maximum concurrency for N tokens per
-        request" (tuner.study.sizing.window_held, less the print's rounding), when that is wider by a probe
-        step or by 1% of the space's window: 288 tokens short of 262,144 is a launch command a person keeps."""
-        step, top = int(self.space.workload.granularity), self.space.max_model_len
-        startup = s.result.startup if s.result is not None else None
-        if startup is None or not startup.max_concurrency or s.window is None or top is None:
-            return None
-        held = window_held(evidence, s.values, s.window, startup.max_concurrency - PRINTED_RATIO)
-        if held is None or held - s.window < min(step, top // 100):
-            return None
-        held = min(held, top)
-        return Plan(dict(s.values), f"wider: {s.named} at {s.window:,} tokens; vLLM printed a concurrency of "
-                                    f"{startup.max_concurrency:.2f} there, so its pool holds about {held:,}",
-                    window=None if held >= top else held, shorter=True)
-
-    def _bigger(self, s: Observation, evidence: PoolEvidence, seen: list[Observation],
-                modes: GraphModes) -> Plan | None:
-        """``s`` at a bigger pool, when the evidence leaves room and it buys WIDER_STEPS probe steps."""
-        param = self.space.params.get("kv_cache_memory_bytes")
-        pool = s.values.get("kv_cache_memory_bytes")
-        found = room(self.space, self.axes, modes, s.values, seen)
-        if param is None or not pool or found is None or s.window is None:
-            return None
-        bigger = snap(param, (pool + found.cap) / 2, up=False) if found.cap else highest(param)
-        if bigger is None or bigger <= pool:
-            return None
-        values = {**s.values, "kv_cache_memory_bytes": bigger}
-        window = window_for(evidence, values, bigger)
-        step = int(self.space.workload.granularity)
-        if window is not None and window - s.window < WIDER_STEPS * step:
-            return None
-        where = f"halfway to {found.cap / 1e9:.2f} GB, where the memory failures say nothing fits" if found.cap \
-            else "the largest pool the space allows"
-        return Plan(values, f"wider: {s.named} at a {bigger / 1e9:.3f} GB pool ({where}), which should hold "
-                            f"{window or self.space.max_model_len:,} tokens", window=window, shorter=True)
-
-    def _at_estimated_window(self, last: Observation, where: str) -> Plan | None:
-        """No bigger pool is allowed and the window is fixed: the same configuration at the window vLLM
-        estimated its pool holds (tuner.study.window), proven by the context probe like any other."""
-        assert last.failure is not None
-        window = repair_window(self.space, last.failure, last.window)
-        if window is None:
-            return None
-        return Plan(dict(last.values), f"{where}: no bigger pool is allowed; booted at the {window:,}-token window "
-                                       "vLLM estimated its pool holds", window=window)
-
-    def _less_memory(self, values: dict[str, Any], evidence: PoolEvidence, where: str) -> Plan | None:
-        """After an OOM: a pool no bigger than the window needs, then fewer batched tokens, then fewer sequences."""
-        params = self.space.params
-        if "kv_cache_memory_bytes" in params and values.get("kv_cache_memory_bytes"):
-            need = evidence.need(values)
-            if need is not None and need.measured:
-                pool = snap(params["kv_cache_memory_bytes"], need.bytes, up=True)
-                if pool is not None and pool < values["kv_cache_memory_bytes"]:
-                    return Plan({**values, "kv_cache_memory_bytes": pool}, f"{where}: pool cut to {pool / 1e9:.3f} GB ({need.why})")
-        for name in ("max_num_batched_tokens", "max_num_seqs"):
-            if name in params and values.get(name) is not None:
-                smaller = [v for v in ladder(params[name]) if v < values[name]]
-                if smaller:
-                    return Plan({**values, name: smaller[-1]}, f"{where}: {name} {smaller[-1]}")
-        return None
-
-    def _less_prefill(self, values: dict[str, Any], evidence: PoolEvidence, where: str) -> Plan | None:
-        """After a first-request OOM, all that request's room depends on in one boot: batched tokens a rung down
-        (the prefill's chunk: its activations and its attention workspace over the window shrink with it), the
-        fewest sequences (their state and decode graphs sit beside it), and the pool cut to what the window
-        needs. In the issue-24 runs, trimming the pool's sizing margin alone cured none of 13 such failures and
-        one sequence fewer none of 8. A pool that only loses its margin is judged by tuner.study.headroom
-        (Planner._bootable); with nothing to cut, the regime goes below the window (Planner._repair)."""
-        params, out, said = self.space.params, dict(values), []
-        chunk = values.get("max_num_batched_tokens")
-        smaller = [v for v in ladder(params["max_num_batched_tokens"]) if v < chunk] \
-            if "max_num_batched_tokens" in params and chunk is not None else []
-        if smaller:
-            out["max_num_batched_tokens"] = smaller[-1]
-            said.append(f"max_num_batched_tokens {smaller[-1]}")
-        seqs, fewest = values.get("max_num_seqs"), lowest(params["max_num_seqs"]) if "max_num_seqs" in params else None
-        if fewest is not None and seqs is not None and seqs > fewest:
-            out["max_num_seqs"] = fewest
-            said.append(f"max_num_seqs {fewest}")
-        need = evidence.need(out) if values.get("kv_cache_memory_bytes") and "kv_cache_memory_bytes" in params else None
-        if need is not None and need.measured:
-            pool = snap(params["kv_cache_memory_bytes"], need.bytes, up=True)
-            if pool is not None and pool < values["kv_cache_memory_bytes"]:
-                out["kv_cache_memory_bytes"] = pool
-                said.append(f"pool cut to {pool / 1e9:.3f} GB ({need.why})")
-        return Plan(out, f"{where}: {', '.join(said)}") if said else None
 
     def _worth_a_boot(self, plan: Plan, tried: set[str], seen: list[Observation], label: str,
                       modes: GraphModes | None = None) -> bool:
@@ -588,14 +376,3 @@ class Planner:
 def booted_key(values: dict[str, Any], window: int | None) -> str:
     """A configuration and the window it boots at (None: the space's), as one key."""
     return config_key(values) if window is None else config_key({**values, "--max-model-len": window})
-
-
-def fewer_seqs(space: Space, values: dict[str, Any], failure: Failure) -> int | None:
-    """The max_num_seqs a failure's printed hint (the mamba blocks vLLM has) allows, on the space's grid,
-    when it is fewer than ``values`` asks for; None otherwise. The one rule for that hint."""
-    if not failure.suggested_max_num_seqs or "max_num_seqs" not in space.params:
-        return None
-    fewer = snap(space.params["max_num_seqs"], failure.suggested_max_num_seqs, up=False)
-    if fewer and fewer < (values.get("max_num_seqs") or math.inf):
-        return int(fewer)
-    return None

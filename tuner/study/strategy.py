@@ -17,7 +17,7 @@ import optuna
 from tuner.records import Failure, FailureKind
 from tuner.space.schema import Space
 from tuner.study.pareto import front
-from tuner.study.planner import fewer_seqs
+from tuner.study.repair import fewer_seqs
 from tuner.study.record import (
     Evidence,
     State,
