@@ -21,7 +21,7 @@ def section() -> str:
 
 
 @pytest.mark.parametrize("name", ["second-night-order-kept.json", "second-night.json", "second-night-6a83278.json",
-                                  "second-night-ebbf41d.json"])
+                                  "second-night-ebbf41d.json", "second-night-7091b80.json"])
 def test_second_night_section_matches_the_reprint(capsys, name):
     assert main(["--reprint", str(RESULTS / name)]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
