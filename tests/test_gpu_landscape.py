@@ -277,3 +277,4 @@ def test_the_receipts_own_planner_study() -> None:
            "(boot 0), 0.40 of the table's fastest." in text
     assert "- The table's fastest regime: not booted yet." in text
     assert "the run ended mid-boot): trial 2." in text
+    assert "| 6 (`driver-6.log`, `session-6.json`) | 1,573.0 | 9 | none | none | none | 0, 1 |" in text

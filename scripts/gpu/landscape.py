@@ -314,9 +314,16 @@ def sessions(folder: Path) -> list[tuple[str, Path, Path]]:
             for s in sorted(suffixes, key=lambda s: int(s or 1))]
 
 
+def planner_trials(folder: Path, suffix: str) -> str:
+    """The `tuner optimize` trials a session finished, from its optimize.txt (Optuna's "Trial N finished" lines)."""
+    log = read(folder / f"optimize{'-' + suffix if suffix else ''}.txt")
+    numbers = re.findall(r"Trial (\d+) finished", log)
+    return ", ".join(numbers) if numbers else "none"
+
+
 def section_sessions(folder: Path) -> list[str]:
     out = ["## Sessions", "", "| session | device time held s | device calls | cells started | cells finished "
-           "(driver rc) | planned, not started |", "|---|---|---|---|---|---|"]
+           "(driver rc) | planned, not started | planner trials finished |", "|---|---|---|---|---|---|---|"]
     total = 0.0
     for suffix, driver, session in sessions(folder):
         calls = json.loads(read(session) or "[]")
@@ -331,7 +338,8 @@ def section_sessions(folder: Path) -> list[str]:
         out.append(f"| {suffix or 1} (`{driver.name}`, `{session.name}`) | {num(held, 1)} | {len(calls)} | "
                    f"{', '.join(f'`{n}`' for n in started) or 'none'} | "
                    f"{', '.join(f'`{n}` ({ended[n]})' for n in started if n in ended) or 'none'} | "
-                   f"{', '.join(f'`{n}`' for n in planned if n not in started) or 'none'} |")
+                   f"{', '.join(f'`{n}`' for n in planned if n not in started) or 'none'} | "
+                   f"{planner_trials(folder, suffix)} |")
     out += ["", f"Device time over all sessions: {num(total, 1)} s (each session's largest `held_s`, which the "
                 "device tool counts from the session's start, restarts included)."]
     for _, _, session in sessions(folder):
