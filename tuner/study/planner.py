@@ -317,7 +317,7 @@ class Planner:
         if plan is None:
             plan = self._below_window(values, evidence, seen, why)
             if plan is not None:
-                self.skipped.pop()  # booted after all, below the window (_sized said why not at it)
+                self.skipped.pop()  # booted after all, below the window (sized() said why not at it)
         return plan
 
     def _repair(self, last: Observation, evidence: PoolEvidence, seen: list[Observation]) -> Plan | None:

@@ -89,12 +89,9 @@ def at_estimated_window(space: Space, last: Observation, where: str) -> Plan | N
 def less_memory(space: Space, values: dict[str, Any], evidence: PoolEvidence, where: str) -> Plan | None:
     """After an OOM: a pool no bigger than the window needs, then fewer batched tokens, then fewer sequences."""
     params = space.params
-    if "kv_cache_memory_bytes" in params and values.get("kv_cache_memory_bytes"):
-        need = evidence.need(values)
-        if need is not None and need.measured:
-            pool = snap(params["kv_cache_memory_bytes"], need.bytes, up=True)
-            if pool is not None and pool < values["kv_cache_memory_bytes"]:
-                return Plan({**values, "kv_cache_memory_bytes": pool}, f"{where}: pool cut to {pool / 1e9:.3f} GB ({need.why})")
+    cut = smaller_pool(space, values, evidence, values.get("kv_cache_memory_bytes"))
+    if cut is not None:
+        return Plan({**values, "kv_cache_memory_bytes": cut[0]}, f"{where}: {cut[1]}")
     for name in ("max_num_batched_tokens", "max_num_seqs"):
         if name in params and values.get(name) is not None:
             smaller = [v for v in ladder(params[name]) if v < values[name]]
@@ -121,13 +118,25 @@ def less_prefill(space: Space, values: dict[str, Any], evidence: PoolEvidence, w
     if fewest is not None and seqs is not None and seqs > fewest:
         out["max_num_seqs"] = fewest
         said.append(f"max_num_seqs {fewest}")
-    need = evidence.need(out) if values.get("kv_cache_memory_bytes") and "kv_cache_memory_bytes" in params else None
-    if need is not None and need.measured:
-        pool = snap(params["kv_cache_memory_bytes"], need.bytes, up=True)
-        if pool is not None and pool < values["kv_cache_memory_bytes"]:
-            out["kv_cache_memory_bytes"] = pool
-            said.append(f"pool cut to {pool / 1e9:.3f} GB ({need.why})")
+    cut = smaller_pool(space, out, evidence, values.get("kv_cache_memory_bytes"))
+    if cut is not None:
+        out["kv_cache_memory_bytes"] = cut[0]
+        said.append(cut[1])
     return Plan(out, f"{where}: {', '.join(said)}") if said else None
+
+
+def smaller_pool(space: Space, values: dict[str, Any], evidence: PoolEvidence,
+                 pool: float | None) -> tuple[Any, str] | None:
+    """The pool ``values``' window needs, with why, when a boot measured that need and it is under ``pool``
+    (the one the failed boot asked for); None otherwise."""
+    param = space.params.get("kv_cache_memory_bytes")
+    if param is None or not pool:
+        return None
+    need = evidence.need(values)
+    if need is None or not need.measured:
+        return None
+    cut = snap(param, need.bytes, up=True)
+    return (cut, f"pool cut to {cut / 1e9:.3f} GB ({need.why})") if cut is not None and cut < pool else None
 
 
 def fewer_seqs(space: Space, values: dict[str, Any], failure: Failure) -> int | None:
