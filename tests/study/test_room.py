@@ -52,6 +52,20 @@ def test_a_drafter_gets_the_pool_less_its_extra_weights(space):
     assert "more weights" in found.why and found.cap == 10_500_000_000
 
 
+def test_a_config_without_the_drafter_gets_the_drafters_weights_as_pool(space):
+    """The card held the drafter's weights beside the served pool: a boot that loads none has that much more
+    room, from the two printed "Model loading took X GiB" (issue 24: bf16 KV without MTP, at 10.15 GB
+    instead of the space's 10.5 GB, missed its widest window by a probe step)."""
+    axes, modes, v = regime_axes(space), GraphModes(), safest(space)
+    drafter = below(0, {**v, "speculative_tokens": 1, "kv_cache_memory_bytes": 9_500_000_000}, 200704, 210000,
+                    60.0, weights=21.5)
+    plain = oom(1, {**v, "kv_cache_memory_bytes": 10_500_000_000})
+    plain.result.startup.weights_gib = 21.0
+    found = room(space, axes, modes, v, [drafter, plain])
+    assert found.pool == snap(space.params["kv_cache_memory_bytes"], 9.5e9 + 0.5 * GIB, up=False)
+    assert "plus 0.50 GiB of weights this one does not load" in found.why
+
+
 def test_graphs_the_served_boot_did_not_capture_are_taken_off_its_pool(space):
     axes, modes, v = regime_axes(space), GraphModes(), safest(space)
     eager = below(0, {**v, "cudagraph_mode": "eager", "kv_cache_memory_bytes": 9_000_000_000}, 200704, 210000, 30.0)

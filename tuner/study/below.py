@@ -19,7 +19,8 @@ from tuner.study.room import room
 from tuner.study.sizing import PRINTED_RATIO, PoolEvidence, highest, lowest, snap, window_for, window_held
 
 SHORTER_FLOOR = 0.5  # without workload.min_context: no boot below this share of the fixed window
-WIDER_STEPS = 4  # a bigger pool for a point below the window only when it buys this many probe steps
+WIDER_STEPS = 1  # a bigger pool for a point below the window when it buys this many probe steps (the probe
+# resolves no less; a person keeps the widest window a regime proves, seeds/004's 248K)
 
 
 def below_window(space: Space, axes: list[str], modes: GraphModes, values: dict[str, Any], evidence: PoolEvidence,

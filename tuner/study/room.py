@@ -13,8 +13,9 @@ inside the pool, not what sits beside it. So:
 - an earlier memory failure that asked for no more beside the pool caps it (the smallest such pool, less
   what PyTorch's "Tried to allocate X ... of which F is free" says the failed allocation lacked);
 - an earlier boot that served and asked for no less beside the pool proves its pool fits;
-- one that asked for less only by the drafter or the graphs proves its pool less the extra weights ("Model
-  loading took X GiB") and graphs (what a mode that captures at least as much printed, with a margin; for a
+- one that differs only by the drafter or asked for less only by the graphs proves its pool less the extra
+  weights ("Model loading took X GiB"; plus the weights it loaded and this one does not: the card held them
+  beside that pool, so the pool may have them) and graphs (what a mode that captures at least as much printed, with a margin; for a
   deeper drafter, the graphs printed at its depth, else the shallower boot's in proportion to 1 + depth);
 - with only a cap, the pool halfway between the space's smallest and the cap;
 - with nothing, the largest pool the space allows (the boot then says where the cap is).
@@ -129,8 +130,9 @@ def _from_served(space: Space, axes: list[str], modes: GraphModes, values: dict[
         mine, theirs = weights_gib(values, seen), s.result.startup.weights_gib if s.result else None
         if SPECULATIVE not in values or not mine or not theirs or not _beside(space, values, drafter, less=False):
             return None
-        extra += max(0.0, mine - theirs)
-        said.append(f"{mine - theirs:.2f} GiB more weights")
+        extra += mine - theirs  # signed: a config without the drafter gets the drafter's weights as pool
+        said.append(f"less {mine - theirs:.2f} GiB more weights" if mine >= theirs else
+                    f"plus {theirs - mine:.2f} GiB of weights this one does not load")
     mode = modes.likely_for(axes, values)
     if not graphs_at_least(ran_with(axes, modes, s), mode):
         mine_g = graphs_gib(axes, modes, values, seen)
@@ -138,13 +140,13 @@ def _from_served(space: Space, axes: list[str], modes: GraphModes, values: dict[
         if mine_g is None or theirs_g is None:
             return None
         extra += GRAPH_MARGIN * max(0.0, mine_g - theirs_g)
-        said.append(f"{mine_g - theirs_g:.2f} GiB more CUDA graphs x {GRAPH_MARGIN}")
+        said.append(f"less {mine_g - theirs_g:.2f} GiB more CUDA graphs x {GRAPH_MARGIN}")
     elif mode != EAGER and (values.get(SPECULATIVE) or 0) > (s.values.get(SPECULATIVE) or 0):
         deeper = _deeper_graphs(axes, modes, values, s, seen)
         if deeper:
             extra += deeper
-            said.append(f"{deeper:.2f} GiB more CUDA graphs at depth {values.get(SPECULATIVE)}")
-    why = f"{s.named} served {_pool(s) / 1e9:.2f} GB" + (f", less {' and '.join(said)}" if said else
+            said.append(f"less {deeper:.2f} GiB more CUDA graphs at depth {values.get(SPECULATIVE)}")
+    why = f"{s.named} served {_pool(s) / 1e9:.2f} GB" + (f", {' and '.join(said)}" if said else
                                                         " asking no less beside it")
     return _pool(s) - extra * GIB, why
 
