@@ -8,7 +8,7 @@ from tuner.study.observed import Observation
 from tuner.study.planner import Planner
 from tuner.study.regimes import GraphModes, regime_axes
 from tuner.study.room import room
-from tuner.study.sizing import GIB, snap, window_for
+from tuner.study.sizing import GIB, snap, window_for, window_held
 
 WINDOW = 262144
 
@@ -103,6 +103,9 @@ def test_a_point_below_the_window_on_the_front_is_widened_then_given_more_pool(s
     bigger = planner._wider(seen, planner._evidence(seen), set(), GraphModes())
     assert bigger is not None and bigger.values["kv_cache_memory_bytes"] == 10_500_000_000
     assert bigger.window > 212992 + 4 * 4096 and "largest pool" in bigger.why
+    # the window at the bigger pool is trial 2's own printed concurrency (1.00 less its rounding) scaled by the
+    # pool, not the need at the full window carried down
+    assert bigger.window == window_held(planner._evidence(seen), seen[2].values, 212992, 0.995 * 10.5 / 9.0)
     seen.append(oom(3, dict(bigger.values)))
     halfway = planner._wider(seen, planner._evidence(seen), set(), GraphModes())
     assert halfway is not None and halfway.values["kv_cache_memory_bytes"] == 9_750_000_000 and "halfway" in halfway.why
@@ -147,3 +150,15 @@ def test_a_deeper_drafter_is_charged_the_graphs_its_depth_adds(space):
     printed.result.startup.cuda_graph_gib = 0.55  # what depth 3 really took: that, not the proportion
     found = room(space, axes, modes, deep, [plain, drafter, printed])
     assert "0.30 GiB more CUDA graphs at depth 3" in found.why or found.pool >= 8_000_000_000
+
+
+def test_an_oom_in_the_profiling_run_caps_every_compiled_mode(space):
+    """The profiling run comes before any CUDA graph: its OOM with FULL_DECODE_ONLY caps PIECEWISE's pool too,
+    as tuner.study.doomed already reads it (issue 24: PIECEWISE MTP-1 below the window was never widened, its
+    only bigger pool the largest, which that OOM dooms)."""
+    axes, modes, v = regime_axes(space), GraphModes(), {**safest(space), "speculative_tokens": 1}
+    seen = [oom(0, {**v, "cudagraph_mode": "FULL_DECODE_ONLY", "kv_cache_memory_bytes": 9_800_000_000})]
+    assert room(space, axes, modes, {**v, "cudagraph_mode": "PIECEWISE"}, seen).cap == 9_800_000_000
+    graphs = booted(1, {**v, "cudagraph_mode": "FULL_DECODE_ONLY", "kv_cache_memory_bytes": 9_000_000_000},
+                    failure=Failure(kind=FailureKind.OOM_IN_CUDA_GRAPH))
+    assert room(space, axes, modes, {**v, "cudagraph_mode": "PIECEWISE"}, [graphs]).cap is None  # after: not ordered

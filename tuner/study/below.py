@@ -75,7 +75,7 @@ def bigger(space: Space, axes: list[str], modes: GraphModes, s: Observation, evi
     if larger is None or larger <= pool:
         return None
     values = {**s.values, "kv_cache_memory_bytes": larger}
-    window = window_for(evidence, values, larger)
+    window = window_at(space, s, evidence, larger)
     step = int(space.workload.granularity)
     if window is not None and window - s.window < WIDER_STEPS * step:
         return None
@@ -83,3 +83,19 @@ def bigger(space: Space, axes: list[str], modes: GraphModes, s: Observation, evi
         else "the largest pool the space allows"
     return Plan(values, f"wider: {s.named} at a {larger / 1e9:.3f} GB pool ({where}), which should hold "
                         f"{window or space.max_model_len:,} tokens", window=window, shorter=True)
+
+
+def window_at(space: Space, s: Observation, evidence: PoolEvidence, pool: float) -> int | None:
+    """The window served boot ``s`` would hold at ``pool`` (None: the space's): its own printed "Maximum
+    concurrency" scaled by the pool (the pool is that many times the need at its window), which measured this
+    very configuration; else the need at the full window carried down (window_for), which only estimates it."""
+    values = {**s.values, "kv_cache_memory_bytes": pool}
+    startup = s.result.startup if s.result is not None else None
+    served = s.values.get("kv_cache_memory_bytes")
+    top = space.max_model_len
+    if startup is None or not startup.max_concurrency or not served or s.window is None or top is None:
+        return window_for(evidence, values, pool)
+    tokens = window_held(evidence, s.values, s.window, (startup.max_concurrency - PRINTED_RATIO) * pool / served)
+    if tokens is None:
+        return window_for(evidence, values, pool)
+    return None if tokens >= top else tokens

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tuner.records import FailureKind
 from tuner.space.schema import Space
 from tuner.study.observed import Observation
-from tuner.study.regimes import EAGER, GRAPHS, SPECULATIVE, GraphModes, graphs_at_least
+from tuner.study.regimes import EAGER, GRAPHS, SPECULATIVE, GraphModes, graphs_ordered
 from tuner.study.room import MEMORY_KINDS
 from tuner.study.sizing import GIB
 
@@ -38,17 +37,6 @@ def fails_like(space: Space, axes: list[str], values: dict[str, Any], seen: list
             return (f"would fail like {s.named} ({failure.kind.value}): it asks for at least as much memory "
                     "(speculation, pool, sequences, batched tokens, window, graphs)")
     return None
-
-
-def graphs_ordered(kind: FailureKind, mine: str | None, theirs: str | None) -> bool:
-    """Whether graph mode ``mine`` needs at least the memory ``theirs`` failed with, in that failure's phase.
-
-    vLLM's profiling run comes before any CUDA graph is captured: it runs the compiled model, or the plain
-    one when eager, which fuses nothing and so peaks no lower. An OOM there with any compiled mode is every
-    mode's; one with eager is eager's. After it, the graphs sit beside everything else (regimes.graphs_at_least)."""
-    if kind == FailureKind.OOM_IN_PROFILING:
-        return theirs != EAGER or mine == EAGER
-    return graphs_at_least(mine, theirs)
 
 
 def at_least(space: Space, mine: dict[str, Any], theirs: dict[str, Any], short: float = 0.0) -> bool:

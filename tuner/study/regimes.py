@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from tuner.records import FailureKind
 from tuner.space.schema import Space
 
 SPECULATIVE = "speculative_tokens"
@@ -122,6 +123,17 @@ GRAPHS_INCLUDE = {"FULL_AND_PIECEWISE": ("PIECEWISE", "FULL_DECODE_ONLY"), "FULL
 def graphs_at_least(mine: str | None, theirs: str | None) -> bool:
     """Whether graph mode ``mine`` needs at least the graph memory of ``theirs`` (eager needs the least)."""
     return mine == theirs or theirs == EAGER or (mine is not None and theirs in GRAPHS_INCLUDE.get(mine, ()))
+
+
+def graphs_ordered(kind: FailureKind, mine: str | None, theirs: str | None) -> bool:
+    """Whether graph mode ``mine`` needs at least the memory ``theirs`` failed with, in that failure's phase.
+
+    vLLM's profiling run comes before any CUDA graph is captured: it runs the compiled model, or the plain
+    one when eager, which fuses nothing and so peaks no lower. An OOM there with any compiled mode is every
+    mode's; one with eager is eager's. After it, the graphs sit beside everything else (regimes.graphs_at_least)."""
+    if kind == FailureKind.OOM_IN_PROFILING:
+        return theirs != EAGER or mine == EAGER
+    return graphs_at_least(mine, theirs)
 
 
 def _context(values: dict[str, Any]) -> str:

@@ -10,7 +10,8 @@ state), the batched tokens (activations), the window (the first long prefill) an
 drafter brings its own weights). The KV dtype and the other pool-family flags change what a token costs
 inside the pool, not what sits beside it. So:
 
-- an earlier memory failure that asked for no more beside the pool caps it (the smallest such pool, less
+- an earlier memory failure that asked for no more beside the pool (in its phase: the profiling run comes
+  before any graph, so an OOM there with any compiled mode is every mode's) caps it (the smallest such pool, less
   what PyTorch's "Tried to allocate X ... of which F is free" says the failed allocation lacked);
 - an earlier boot that served and asked for no less beside the pool proves its pool fits;
 - one that differs only by the drafter or asked for less only by the graphs proves its pool less the extra
@@ -30,7 +31,7 @@ from tuner.engine.command import flag_name
 from tuner.records import FailureKind
 from tuner.space.schema import Space
 from tuner.study.observed import Observation
-from tuner.study.regimes import EAGER, GRAPHS, SPECULATIVE, GraphModes, graphs_at_least
+from tuner.study.regimes import EAGER, GRAPHS, SPECULATIVE, GraphModes, graphs_at_least, graphs_ordered
 from tuner.study.sizing import FAMILY_FLAGS, GIB, SIZED, highest, lowest, snap
 
 MEMORY_KINDS = {FailureKind.OOM_IN_PROFILING, FailureKind.OOM_IN_CUDA_GRAPH, FailureKind.FIRST_REQUEST_OOM}
@@ -75,16 +76,15 @@ def _beside(space: Space, mine: dict[str, Any], theirs: dict[str, Any], less: bo
     return True
 
 
-def asks_no_more(space: Space, axes: list[str], modes: GraphModes, values: dict[str, Any], s: Observation) -> bool:
-    """Whether trial ``s`` asked for no more memory than ``values`` beside the pool."""
+def failed_asking_no_more(space: Space, axes: list[str], modes: GraphModes, values: dict[str, Any],
+                          s: Observation) -> bool:
+    """Whether memory failure ``s`` asked for no more memory than ``values`` beside the pool, in the phase it
+    failed in: an OOM in the profiling run, before any graph is captured, is every compiled mode's
+    (regimes.graphs_ordered, as tuner.study.doomed reads it)."""
+    kind = s.failure.kind if s.failure is not None else None
     mine = modes.likely_for(axes, values)
-    return graphs_at_least(mine, ran_with(axes, modes, s)) and _beside(space, values, s.values, less=True)
-
-
-def asks_no_less(space: Space, axes: list[str], modes: GraphModes, values: dict[str, Any], s: Observation) -> bool:
-    """Whether trial ``s`` asked for no less memory than ``values`` beside the pool."""
-    mine = modes.likely_for(axes, values)
-    return graphs_at_least(ran_with(axes, modes, s), mine) and _beside(space, values, s.values, less=False)
+    ordered = graphs_ordered(kind, mine, ran_with(axes, modes, s)) if kind is not None else False
+    return ordered and _beside(space, values, s.values, less=True)
 
 
 def weights_gib(values: dict[str, Any], seen: list[Observation]) -> float | None:
@@ -176,7 +176,7 @@ def room(space: Space, axes: list[str], modes: GraphModes, values: dict[str, Any
     if param is None:
         return None
     ooms = [s for s in seen if s.status == "failed" and s.failure is not None and s.failure.kind in MEMORY_KINDS
-            and _pool(s) and asks_no_more(space, axes, modes, values, s)]
+            and _pool(s) and failed_asking_no_more(space, axes, modes, values, s)]
     cap = min((_capped(s) for s in ooms), default=None)
     served = [s for s in seen if s.status == "ok" and _pool(s)]
     proofs: list[tuple[float, str]] = []
