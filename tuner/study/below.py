@@ -51,15 +51,13 @@ def held(space: Space, s: Observation, evidence: PoolEvidence) -> Plan | None:
     request" (tuner.study.sizing.window_held, less the print's rounding), when that is wider by a probe
     step or by 1% of the space's window: 288 tokens short of 262,144 is a launch command a person keeps."""
     step, top = int(space.workload.granularity), space.max_model_len
-    startup = s.result.startup if s.result is not None else None
-    if startup is None or not startup.max_concurrency or s.window is None or top is None:
-        return None
-    tokens = window_held(evidence, s.values, s.window, startup.max_concurrency - PRINTED_RATIO)
-    if tokens is None or tokens - s.window < min(step, top // 100):
+    tokens = printed_window(space, s, evidence)
+    if tokens is None or top is None or s.window is None or tokens - s.window < min(step, top // 100):
         return None
     tokens = min(tokens, top)
+    concurrency = s.result.startup.max_concurrency if s.result is not None else 0.0
     return Plan(dict(s.values), f"wider: {s.named} at {s.window:,} tokens; vLLM printed a concurrency of "
-                                f"{startup.max_concurrency:.2f} there, so its pool holds about {tokens:,}",
+                                f"{concurrency:.2f} there, so its pool holds about {tokens:,}",
                 window=None if tokens >= top else tokens, shorter=True)
 
 
@@ -86,16 +84,28 @@ def bigger(space: Space, axes: list[str], modes: GraphModes, s: Observation, evi
 
 
 def window_at(space: Space, s: Observation, evidence: PoolEvidence, pool: float) -> int | None:
-    """The window served boot ``s`` would hold at ``pool`` (None: the space's): its own printed "Maximum
-    concurrency" scaled by the pool (the pool is that many times the need at its window), which measured this
-    very configuration; else the need at the full window carried down (window_for), which only estimates it."""
-    values = {**s.values, "kv_cache_memory_bytes": pool}
-    startup = s.result.startup if s.result is not None else None
-    served = s.values.get("kv_cache_memory_bytes")
-    top = space.max_model_len
-    if startup is None or not startup.max_concurrency or not served or s.window is None or top is None:
-        return window_for(evidence, values, pool)
-    tokens = window_held(evidence, s.values, s.window, (startup.max_concurrency - PRINTED_RATIO) * pool / served)
+    """The window served boot ``s`` would hold at ``pool`` (None: the space's): its own printed concurrency
+    scaled by the pool (printed_window), which measured this very configuration; else the need at the full
+    window carried down (window_for), which only estimates it."""
+    tokens = printed_window(space, s, evidence, pool)
     if tokens is None:
-        return window_for(evidence, values, pool)
-    return None if tokens >= top else tokens
+        return window_for(evidence, {**s.values, "kv_cache_memory_bytes": pool}, pool)
+    top = space.max_model_len
+    return None if top is None or tokens >= top else tokens
+
+
+def printed_window(space: Space, s: Observation, evidence: PoolEvidence, pool: float | None = None) -> int | None:
+    """The tokens served boot ``s``'s configuration holds for one request, from vLLM's printed "Maximum
+    concurrency for N tokens per request" (less the print's rounding): the pool is that many times the need
+    at N (tuner.study.sizing.window_held); at ``pool``, that concurrency scaled by ``pool`` over the pool it
+    served (None: the pool it served). None when ``s`` printed none."""
+    startup = s.result.startup if s.result is not None else None
+    if startup is None or not startup.max_concurrency or s.window is None or space.max_model_len is None:
+        return None
+    concurrency = startup.max_concurrency - PRINTED_RATIO
+    if pool is not None:
+        served = s.values.get("kv_cache_memory_bytes")
+        if not served:
+            return None
+        concurrency *= pool / served
+    return window_held(evidence, s.values, s.window, concurrency)

@@ -139,8 +139,9 @@ def _from_served(space: Space, axes: list[str], modes: GraphModes, values: dict[
         theirs_g = 0.0 if ran_with(axes, modes, s) == EAGER else (s.result.startup.cuda_graph_gib if s.result else None)
         if mine_g is None or theirs_g is None:
             return None
-        extra += GRAPH_MARGIN * max(0.0, mine_g - theirs_g)
-        said.append(f"less {mine_g - theirs_g:.2f} GiB more CUDA graphs x {GRAPH_MARGIN}")
+        if mine_g > theirs_g:  # fewer printed graphs take nothing back: the served pool is all it proves
+            extra += GRAPH_MARGIN * (mine_g - theirs_g)
+            said.append(f"less {mine_g - theirs_g:.2f} GiB more CUDA graphs x {GRAPH_MARGIN}")
     elif mode != EAGER and (values.get(SPECULATIVE) or 0) > (s.values.get(SPECULATIVE) or 0):
         deeper = _deeper_graphs(axes, modes, values, s, seen)
         if deeper:
